@@ -1,0 +1,119 @@
+//! The actuator contract as the reconciler sees it: an async Rust trait over the values of
+//! `wit/actuator.wit`. The Wasm component adapter ([`crate::runtime::ComponentActuator`]) is
+//! one implementation; a natively linked plugin is another (benchmarks and flow tests).
+
+mod types;
+
+pub use types::*;
+
+use async_trait::async_trait;
+
+/// A call that did not produce an answer from the actuator: the sandbox stopped it, or what
+/// it returned breaks the contract. It is the failure of that one call; the host goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The call ran past its deadline (epoch interruption or wall clock).
+    #[error("plugin {plugin}: {function} exceeded its deadline of {timeout_ms} ms")]
+    Deadline {
+        plugin: String,
+        function: &'static str,
+        timeout_ms: u128,
+    },
+    /// The guest tried to grow its memory past the cap.
+    #[error("plugin {plugin}: {function} exceeded its memory cap of {limit_bytes} bytes")]
+    MemoryCap {
+        plugin: String,
+        function: &'static str,
+        limit_bytes: usize,
+    },
+    /// The guest trapped (a panic, `unreachable`, an out-of-bounds access…).
+    #[error("plugin {plugin}: {function} trapped: {message}")]
+    Trap {
+        plugin: String,
+        function: &'static str,
+        message: String,
+    },
+    /// The guest returned a value that breaks the contract (e.g. JSON that does not parse).
+    #[error("plugin {plugin}: {function} returned malformed {field}: {message}")]
+    MalformedOutput {
+        plugin: String,
+        function: &'static str,
+        field: &'static str,
+        message: String,
+    },
+    /// No instance could be made for the call (pool exhausted, link error…).
+    #[error("plugin {plugin}: could not instantiate for {function}: {message}")]
+    Instantiate {
+        plugin: String,
+        function: &'static str,
+        message: String,
+    },
+}
+
+impl CallError {
+    /// The plugin the call went to.
+    pub fn plugin(&self) -> &str {
+        match self {
+            Self::Deadline { plugin, .. }
+            | Self::MemoryCap { plugin, .. }
+            | Self::Trap { plugin, .. }
+            | Self::MalformedOutput { plugin, .. }
+            | Self::Instantiate { plugin, .. } => plugin,
+        }
+    }
+}
+
+/// The outcome of one call: the actuator's own answer, or why there was none.
+pub type CallResult<T> = Result<T, CallError>;
+
+/// Everything specific to one kind of external resource. The contract of each method is
+/// written in `wit/actuator.wit`; implementations MUST keep no state between calls.
+#[async_trait]
+pub trait Actuator: Send + Sync {
+    /// The plugin's name, for logs and errors.
+    fn name(&self) -> &str;
+    /// `describe`.
+    async fn describe(&self) -> CallResult<Description>;
+    /// `get-by-id`.
+    async fn get_by_id(
+        &self,
+        obj: &ManagedObject,
+        id: &str,
+    ) -> CallResult<Result<Option<ExternalResource>, Failure>>;
+    /// `list-for-adoption`.
+    async fn list_for_adoption(
+        &self,
+        obj: &ManagedObject,
+    ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>>;
+    /// `list-for-import`.
+    async fn list_for_import(
+        &self,
+        obj: &ManagedObject,
+        filter: &serde_json::Value,
+    ) -> CallResult<Result<Vec<ExternalResource>, Failure>>;
+    /// `create`.
+    async fn create(&self, obj: &ManagedObject) -> CallResult<Result<ExternalResource, Status>>;
+    /// `delete`.
+    async fn delete(&self, obj: &ManagedObject, res: &ExternalResource) -> CallResult<Status>;
+    /// `reconcilers`.
+    async fn reconcilers(
+        &self,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<Result<Vec<String>, Failure>>;
+    /// `run-reconciler`.
+    async fn run_reconciler(
+        &self,
+        name: &str,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<Status>;
+    /// `available`.
+    async fn available(
+        &self,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<(Availability, Status)>;
+    /// `observed`.
+    async fn observed(&self, res: &ExternalResource) -> CallResult<serde_json::Value>;
+}

@@ -1,0 +1,248 @@
+//! The `orchard` command line. Each subcommand is a thin layer over the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use crate::actuator::{Actuator, ManagedObject};
+use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime};
+
+/// Orchard: a Kubernetes reconcile host for WebAssembly actuators.
+#[derive(Debug, Parser)]
+#[command(name = "orchard", version, about)]
+pub struct Args {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "ORCHARD_LOG_FORMAT")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Log output formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Options of the sandbox shared by every command that loads a plugin.
+#[derive(Debug, clap::Args)]
+pub struct SandboxArgs {
+    /// Outbound HTTP destination the plugin may reach (`scheme://host[:port|:*]`); repeat.
+    #[arg(
+        long = "allow-host",
+        env = "ORCHARD_ALLOW_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allow_hosts: Vec<String>,
+    /// Linear memory cap of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64, env = "ORCHARD_PLUGIN_MEMORY_MIB")]
+    pub memory_mib: usize,
+    /// Deadline of one plugin call, in milliseconds.
+    #[arg(long, default_value_t = 10_000, env = "ORCHARD_CALL_TIMEOUT_MS")]
+    pub call_timeout_ms: u64,
+    /// Directory of the compiled-component cache.
+    #[arg(long, env = "ORCHARD_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl SandboxArgs {
+    /// The plugin configuration these flags describe.
+    pub fn plugin_config(&self) -> anyhow::Result<PluginConfig> {
+        Ok(PluginConfig {
+            limits: Limits {
+                memory_bytes: self.memory_mib << 20,
+                call_timeout: Duration::from_millis(self.call_timeout_ms),
+            },
+            egress: EgressPolicy::allowing(&self.allow_hosts)?,
+        })
+    }
+
+    /// A runtime with the configured cache.
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        let dir = self.cache_dir.clone().or_else(CompiledCache::default_dir);
+        Ok(Runtime::new(dir)?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print what a plugin manages (its `describe()`), as JSON.
+    Describe {
+        /// The plugin component (.wasm).
+        plugin: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Call one function of a plugin and print its result as JSON: the plugin author's inner loop.
+    Invoke(InvokeArgs),
+}
+
+/// Functions `orchard invoke` can call.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Function {
+    Describe,
+    GetById,
+    ListForAdoption,
+    ListForImport,
+    Create,
+    Delete,
+    Reconcilers,
+    RunReconciler,
+    Available,
+    Observed,
+}
+
+#[derive(Debug, clap::Args)]
+struct InvokeArgs {
+    /// The plugin component (.wasm).
+    plugin: PathBuf,
+    /// The function to call.
+    #[arg(value_enum)]
+    function: Function,
+    /// The managed object (a Kubernetes manifest, YAML or JSON).
+    #[arg(long)]
+    object: Option<PathBuf>,
+    /// The external id (default: the object's status.id). Functions that take a resource
+    /// fetch it with get-by-id first.
+    #[arg(long)]
+    id: Option<String>,
+    /// The import filter, JSON (default: the object's spec.import.filter).
+    #[arg(long)]
+    filter: Option<String>,
+    /// The reconciler to run (run-reconciler).
+    #[arg(long)]
+    reconciler: Option<String>,
+    /// A credentials entry `KEY=VALUE`, as if from the credentials Secret; repeat.
+    #[arg(long = "credential")]
+    credentials: Vec<String>,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+impl Args {
+    /// Runs the command; errors are printed with their causes.
+    pub async fn run(self) -> ExitCode {
+        init_tracing(self.log_format);
+        match self.command.run().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,wasmtime_cranelift=warn,cranelift_codegen=warn")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+fn print(value: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+impl Command {
+    async fn run(self) -> anyhow::Result<()> {
+        match self {
+            Self::Describe { plugin, sandbox } => {
+                let actuator =
+                    sandbox
+                        .runtime()?
+                        .load_file(&plugin, None, sandbox.plugin_config()?)?;
+                print(&serde_json::to_value(actuator.describe().await?)?)
+            }
+            Self::Invoke(args) => args.run().await,
+        }
+    }
+}
+
+fn read_manifest(path: &PathBuf) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_yaml::from_str(&text).with_context(|| format!("parsing {} as YAML", path.display()))
+}
+
+impl InvokeArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        let actuator =
+            self.sandbox
+                .runtime()?
+                .load_file(&self.plugin, None, self.sandbox.plugin_config()?)?;
+        let manifest = self.object.as_ref().map(read_manifest).transpose()?;
+        let mut obj = manifest
+            .as_ref()
+            .map(ManagedObject::from_manifest)
+            .unwrap_or_default();
+        for entry in &self.credentials {
+            let (k, v) = entry
+                .split_once('=')
+                .with_context(|| format!("--credential {entry:?}: expected KEY=VALUE"))?;
+            obj.credentials.insert(k.to_owned(), v.as_bytes().to_vec());
+        }
+        let id = self.id.clone().or_else(|| obj.status_id.clone());
+        let needs_id = || {
+            id.clone()
+                .context("this function needs --id (or status.id in --object)")
+        };
+
+        let out = match self.function {
+            Function::Describe => serde_json::to_value(actuator.describe().await?)?,
+            Function::GetById => json!(actuator.get_by_id(&obj, &needs_id()?).await?),
+            Function::ListForAdoption => json!(actuator.list_for_adoption(&obj).await?),
+            Function::ListForImport => {
+                let filter: Value = match (&self.filter, &manifest) {
+                    (Some(f), _) => serde_json::from_str(f).context("--filter is not JSON")?,
+                    (None, Some(m)) if !m["spec"]["import"]["filter"].is_null() => {
+                        m["spec"]["import"]["filter"].clone()
+                    }
+                    _ => {
+                        bail!("list-for-import needs --filter (or spec.import.filter in --object)")
+                    }
+                };
+                json!(actuator.list_for_import(&obj, &filter).await?)
+            }
+            Function::Create => json!(actuator.create(&obj).await?),
+            Function::Delete
+            | Function::Reconcilers
+            | Function::RunReconciler
+            | Function::Available
+            | Function::Observed => {
+                let id = needs_id()?;
+                let res = match actuator.get_by_id(&obj, &id).await? {
+                    Ok(Some(res)) => res,
+                    Ok(None) => bail!("get-by-id {id}: the resource does not exist"),
+                    Err(f) => bail!("get-by-id {id} failed: {f}"),
+                };
+                match self.function {
+                    Function::Delete => json!(actuator.delete(&obj, &res).await?),
+                    Function::Reconcilers => json!(actuator.reconcilers(&obj, &res).await?),
+                    Function::RunReconciler => {
+                        let name = self
+                            .reconciler
+                            .as_deref()
+                            .context("run-reconciler needs --reconciler")?;
+                        json!(actuator.run_reconciler(name, &obj, &res).await?)
+                    }
+                    Function::Available => json!(actuator.available(&obj, &res).await?),
+                    _ => actuator.observed(&res).await?,
+                }
+            }
+        };
+        print(&out)
+    }
+}

@@ -1,0 +1,13 @@
+//! # Orchard
+//!
+//! A Kubernetes reconcile host. The host owns watches, the work queue, finalizers, status,
+//! dependencies and retries; *actuators* — sandboxed WebAssembly components implementing
+//! `wit/actuator.wit` — own everything specific to one kind of external resource.
+//!
+//! - [`actuator`]: the contract as an async Rust trait, and its values;
+//! - [`runtime`]: the wasmtime sandbox that turns a component into an [`actuator::Actuator`];
+//! - [`cli`]: the `orchard` command line.
+
+pub mod actuator;
+pub mod cli;
+pub mod runtime;

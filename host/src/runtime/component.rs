@@ -1,0 +1,440 @@
+//! [`ComponentActuator`]: the [`Actuator`] trait over a Wasm component. Every call gets a
+//! fresh store and instance from the `InstancePre` (no state leaks between objects), a
+//! deadline, and the plugin's memory cap and egress policy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use wasmtime::Store;
+use wasmtime::Trap;
+
+use super::bindings::{ActuatorPlugin, ActuatorPluginPre, wit};
+use super::egress::EgressPolicy;
+use super::engine;
+use super::limits::Limits;
+use super::state::PluginState;
+use crate::actuator::{
+    Actuator, Availability, CallError, CallResult, Dependency, DependencyDecl, Description,
+    ExternalResource, Failure, ManagedObject, Progress, Status, WaitEvent,
+};
+
+/// A loaded plugin.
+pub struct ComponentActuator {
+    pub(crate) name: Arc<str>,
+    pub(crate) pre: ActuatorPluginPre<PluginState>,
+    pub(crate) limits: Limits,
+    pub(crate) egress: Arc<EgressPolicy>,
+    pub(crate) digest: String,
+}
+
+impl ComponentActuator {
+    /// `sha256:<hex>` of the component.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The plugin's limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    async fn instance(
+        &self,
+        function: &'static str,
+        object: &str,
+    ) -> CallResult<(Store<PluginState>, ActuatorPlugin)> {
+        let state = PluginState::new(
+            Arc::clone(&self.name),
+            object.to_owned(),
+            Arc::clone(&self.egress),
+            self.limits.memory_bytes,
+        );
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|s| &mut s.memory);
+        store.set_epoch_deadline(engine::ticks(self.limits.call_timeout));
+        store.epoch_deadline_trap();
+        let plugin = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| self.classify(function, &store, e, "instantiate"))?;
+        Ok((store, plugin))
+    }
+
+    /// Runs one export with the wall-clock deadline: the epoch deadline stops a guest that
+    /// computes, this one a guest that waits on I/O.
+    async fn deadline<R>(
+        &self,
+        function: &'static str,
+        call: impl Future<Output = wasmtime::Result<R>>,
+    ) -> Result<wasmtime::Result<R>, CallError> {
+        tokio::time::timeout(self.limits.call_timeout + engine::EPOCH_TICK, call)
+            .await
+            .map_err(|_| self.deadline_error(function))
+    }
+
+    fn deadline_error(&self, function: &'static str) -> CallError {
+        CallError::Deadline {
+            plugin: self.name.to_string(),
+            function,
+            timeout_ms: self.limits.call_timeout.as_millis(),
+        }
+    }
+
+    fn classify(
+        &self,
+        function: &'static str,
+        store: &Store<PluginState>,
+        error: wasmtime::Error,
+        phase: &str,
+    ) -> CallError {
+        let plugin = self.name.to_string();
+        if store.data().memory.hit {
+            return CallError::MemoryCap {
+                plugin,
+                function,
+                limit_bytes: self.limits.memory_bytes,
+            };
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => self.deadline_error(function),
+            Some(trap) => CallError::Trap {
+                plugin,
+                function,
+                message: trap.to_string(),
+            },
+            None if phase == "instantiate" => CallError::Instantiate {
+                plugin,
+                function,
+                message: format!("{error:#}"),
+            },
+            None => CallError::Trap {
+                plugin,
+                function,
+                message: error.root_cause().to_string(),
+            },
+        }
+    }
+
+    /// Runs `function` on a fresh instance and classifies any failure.
+    async fn call<R>(
+        &self,
+        function: &'static str,
+        object: &str,
+        run: impl AsyncFnOnce(&ActuatorPlugin, &mut Store<PluginState>) -> wasmtime::Result<R>,
+    ) -> CallResult<R> {
+        let (mut store, plugin) = self.instance(function, object).await?;
+        let outcome = self.deadline(function, run(&plugin, &mut store)).await?;
+        outcome.map_err(|e| self.classify(function, &store, e, "call"))
+    }
+
+    fn malformed(
+        &self,
+        function: &'static str,
+        field: &'static str,
+        e: impl ToString,
+    ) -> CallError {
+        CallError::MalformedOutput {
+            plugin: self.name.to_string(),
+            function,
+            field,
+            message: e.to_string(),
+        }
+    }
+
+    fn json(&self, function: &'static str, field: &'static str, text: &str) -> CallResult<Value> {
+        serde_json::from_str(text).map_err(|e| self.malformed(function, field, e))
+    }
+
+    fn resource(
+        &self,
+        function: &'static str,
+        r: wit::ExternalResource,
+    ) -> CallResult<ExternalResource> {
+        if r.id.is_empty() {
+            return Err(self.malformed(function, "external-resource.id", "empty id"));
+        }
+        Ok(ExternalResource {
+            state: self.json(function, "external-resource.state", &r.state)?,
+            id: r.id,
+        })
+    }
+
+    fn resources(
+        &self,
+        function: &'static str,
+        list: Vec<wit::ExternalResource>,
+    ) -> CallResult<Vec<ExternalResource>> {
+        list.into_iter()
+            .map(|r| self.resource(function, r))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Actuator for ComponentActuator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn describe(&self) -> CallResult<Description> {
+        const F: &str = "describe";
+        let d = self
+            .call(F, "", async |p, s| {
+                p.orchard_actuator_actuator().call_describe(s).await
+            })
+            .await?;
+        let filter_schema = match &d.filter_schema {
+            Some(text) => Some(self.json(F, "description.filter-schema", text)?),
+            None => None,
+        };
+        Ok(Description {
+            resource_schema: self.json(F, "description.resource-schema", &d.resource_schema)?,
+            observed_schema: self.json(F, "description.observed-schema", &d.observed_schema)?,
+            filter_schema,
+            dependencies: d
+                .dependencies
+                .into_iter()
+                .map(|d| DependencyDecl {
+                    name: d.name,
+                    field: d.field,
+                    kind: d.kind,
+                    for_create: d.for_create,
+                    for_delete: d.for_delete,
+                    guard_deletion: d.guard_deletion,
+                })
+                .collect(),
+            name: d.name,
+            group: d.group,
+            version: d.version,
+            kind: d.kind,
+            plural: d.plural,
+            needs_credentials: d.needs_credentials,
+        })
+    }
+
+    async fn get_by_id(
+        &self,
+        obj: &ManagedObject,
+        id: &str,
+    ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
+        const F: &str = "get-by-id";
+        let o = object(obj);
+        let r = self
+            .call(F, &obj.name, async |p, s| {
+                p.orchard_actuator_actuator()
+                    .call_get_by_id(s, &o, id)
+                    .await
+            })
+            .await?;
+        Ok(match r {
+            Ok(Some(r)) => Ok(Some(self.resource(F, r)?)),
+            Ok(None) => Ok(None),
+            Err(f) => Err(failure(f)),
+        })
+    }
+
+    async fn list_for_adoption(
+        &self,
+        obj: &ManagedObject,
+    ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
+        const F: &str = "list-for-adoption";
+        let o = object(obj);
+        let r = self
+            .call(F, &obj.name, async |p, s| {
+                p.orchard_actuator_actuator()
+                    .call_list_for_adoption(s, &o)
+                    .await
+            })
+            .await?;
+        Ok(match r {
+            Ok(Some(list)) => Ok(Some(self.resources(F, list)?)),
+            Ok(None) => Ok(None),
+            Err(f) => Err(failure(f)),
+        })
+    }
+
+    async fn list_for_import(
+        &self,
+        obj: &ManagedObject,
+        filter: &Value,
+    ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
+        const F: &str = "list-for-import";
+        let o = object(obj);
+        let filter = filter.to_string();
+        let r = self
+            .call(F, &obj.name, async |p, s| {
+                p.orchard_actuator_actuator()
+                    .call_list_for_import(s, &o, &filter)
+                    .await
+            })
+            .await?;
+        Ok(match r {
+            Ok(list) => Ok(self.resources(F, list)?),
+            Err(f) => Err(failure(f)),
+        })
+    }
+
+    async fn create(&self, obj: &ManagedObject) -> CallResult<Result<ExternalResource, Status>> {
+        const F: &str = "create";
+        let o = object(obj);
+        let r = self
+            .call(F, &obj.name, async |p, s| {
+                p.orchard_actuator_actuator().call_create(s, &o).await
+            })
+            .await?;
+        Ok(match r {
+            Ok(r) => Ok(self.resource(F, r)?),
+            Err(s) => Err(status(s)),
+        })
+    }
+
+    async fn delete(&self, obj: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
+        let (o, r) = (object(obj), resource(res));
+        let s = self
+            .call("delete", &obj.name, async |p, s| {
+                p.orchard_actuator_actuator().call_delete(s, &o, &r).await
+            })
+            .await?;
+        Ok(status(s))
+    }
+
+    async fn reconcilers(
+        &self,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<Result<Vec<String>, Failure>> {
+        let (o, r) = (object(obj), resource(res));
+        let out = self
+            .call("reconcilers", &obj.name, async |p, s| {
+                p.orchard_actuator_actuator()
+                    .call_reconcilers(s, &o, &r)
+                    .await
+            })
+            .await?;
+        Ok(out.map_err(failure))
+    }
+
+    async fn run_reconciler(
+        &self,
+        name: &str,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<Status> {
+        let (o, r) = (object(obj), resource(res));
+        let s = self
+            .call("run-reconciler", &obj.name, async |p, s| {
+                p.orchard_actuator_actuator()
+                    .call_run_reconciler(s, name, &o, &r)
+                    .await
+            })
+            .await?;
+        Ok(status(s))
+    }
+
+    async fn available(
+        &self,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<(Availability, Status)> {
+        let (o, r) = (object(obj), resource(res));
+        let (a, s) = self
+            .call("available", &obj.name, async |p, s| {
+                p.orchard_actuator_actuator()
+                    .call_available(s, &o, &r)
+                    .await
+            })
+            .await?;
+        let a = match a {
+            wit::Availability::Available => Availability::Available,
+            wit::Availability::Unavailable => Availability::Unavailable,
+            wit::Availability::Unknown => Availability::Unknown,
+        };
+        Ok((a, status(s)))
+    }
+
+    async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
+        const F: &str = "observed";
+        let r = resource(res);
+        let text = self
+            .call(F, &res.id, async |p, s| {
+                p.orchard_actuator_actuator().call_observed(s, &r).await
+            })
+            .await?;
+        self.json(F, "observed", &text)
+    }
+}
+
+fn object(o: &ManagedObject) -> wit::ManagedObject {
+    wit::ManagedObject {
+        name: o.name.clone(),
+        namespace: o.namespace.clone(),
+        uid: o.uid.clone(),
+        generation: o.generation,
+        labels: o.labels.clone().into_iter().collect(),
+        annotations: o.annotations.clone().into_iter().collect(),
+        spec: o.spec.as_ref().map(Value::to_string),
+        status_id: o.status_id.clone(),
+        dependencies: o.dependencies.iter().map(dependency).collect(),
+        credentials: o.credentials.clone().into_iter().collect(),
+    }
+}
+
+fn dependency(d: &Dependency) -> wit::Dependency {
+    wit::Dependency {
+        name: d.name.clone(),
+        kind: d.kind.clone(),
+        object: d.object.clone(),
+        id: d.id.clone(),
+        observed: d.observed.as_ref().map(Value::to_string),
+    }
+}
+
+fn resource(r: &ExternalResource) -> wit::ExternalResource {
+    wit::ExternalResource {
+        id: r.id.clone(),
+        state: r.state.to_string(),
+    }
+}
+
+fn failure(f: wit::Failure) -> Failure {
+    match f {
+        wit::Failure::Transient(m) => Failure::Transient(m),
+        wit::Failure::InvalidConfiguration(m) => Failure::InvalidConfiguration(m),
+        wit::Failure::Unrecoverable(m) => Failure::Unrecoverable(m),
+    }
+}
+
+fn event(e: wit::WaitEvent) -> WaitEvent {
+    match e {
+        wit::WaitEvent::Creation => WaitEvent::Creation,
+        wit::WaitEvent::Ready => WaitEvent::Ready,
+        wit::WaitEvent::Deletion => WaitEvent::Deletion,
+        wit::WaitEvent::Update => WaitEvent::Update,
+    }
+}
+
+fn status(s: wit::Status) -> Status {
+    Status {
+        progress: s
+            .progress
+            .into_iter()
+            .map(|p| match p {
+                wit::Progress::WaitingOnExternal(w) => Progress::WaitingOnExternal {
+                    event: event(w.event),
+                    message: w.message,
+                    poll_after: Duration::from_millis(u64::from(w.poll_after_ms)),
+                },
+                wit::Progress::WaitingOnObject(w) => Progress::WaitingOnObject {
+                    kind: w.target.kind,
+                    name: w.target.name,
+                    event: event(w.event),
+                },
+                wit::Progress::NeedsRefresh(message) => Progress::NeedsRefresh { message },
+            })
+            .collect(),
+        failure: s.failure.map(failure),
+    }
+}

@@ -1,0 +1,173 @@
+//! The sandboxed Wasm runtime: one engine, one linker, a compiled-component cache, and
+//! [`ComponentActuator`]s made from component bytes with per-plugin [`Limits`] and
+//! [`EgressPolicy`].
+
+mod bindings;
+pub mod cache;
+mod component;
+pub mod egress;
+pub mod engine;
+pub mod limits;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+pub use cache::CompiledCache;
+pub use component::ComponentActuator;
+pub use egress::{AllowedHost, EgressPolicy};
+pub use engine::Allocation;
+pub use limits::Limits;
+
+use bindings::ActuatorPluginPre;
+use state::PluginState;
+
+/// Errors of the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The engine or linker could not be built.
+    #[error("failed to set up the Wasm engine: {0}")]
+    Engine(#[source] wasmtime::Error),
+    /// The plugin file could not be read.
+    #[error("failed to read plugin {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The component could not be compiled or cached.
+    #[error("plugin {plugin}: {source}")]
+    Cache {
+        plugin: String,
+        #[source]
+        source: cache::Error,
+    },
+    /// The component does not implement world `actuator-plugin`, or imports more than it.
+    #[error("plugin {plugin} is not an orchard:actuator/actuator-plugin component: {source:#}")]
+    World {
+        plugin: String,
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// A memory limit larger than the engine's slots.
+    #[error("plugin {plugin}: memory limit {asked} bytes exceeds the host's maximum of {max}")]
+    MemoryLimit {
+        plugin: String,
+        asked: usize,
+        max: usize,
+    },
+}
+
+/// How one plugin runs.
+#[derive(Debug, Clone, Default)]
+pub struct PluginConfig {
+    pub limits: Limits,
+    pub egress: EgressPolicy,
+}
+
+/// Engine, linker and cache shared by every plugin of a host.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Engine,
+    linker: Arc<Linker<PluginState>>,
+    cache: CompiledCache,
+    allocation: Allocation,
+}
+
+impl Runtime {
+    /// A runtime caching compiled components in `cache_dir` (none: compile every load).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, Error> {
+        let (engine, allocation) = engine::new_engine().map_err(Error::Engine)?;
+        let mut linker = Linker::<PluginState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Engine)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(Error::Engine)?;
+        bindings::log::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
+            .map_err(Error::Engine)?;
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            cache: CompiledCache::new(cache_dir),
+            allocation,
+        })
+    }
+
+    /// How instances are allocated.
+    pub fn allocation(&self) -> Allocation {
+        self.allocation
+    }
+
+    /// The engine (for benchmarks and tools).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Loads a plugin from its component bytes.
+    pub fn load(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        config: PluginConfig,
+    ) -> Result<ComponentActuator, Error> {
+        if config.limits.memory_bytes > engine::MAX_PLUGIN_MEMORY {
+            return Err(Error::MemoryLimit {
+                plugin: name.to_owned(),
+                asked: config.limits.memory_bytes,
+                max: engine::MAX_PLUGIN_MEMORY,
+            });
+        }
+        let started = std::time::Instant::now();
+        let loaded = self
+            .cache
+            .load(&self.engine, bytes)
+            .map_err(|source| Error::Cache {
+                plugin: name.to_owned(),
+                source,
+            })?;
+        let world = |source| Error::World {
+            plugin: name.to_owned(),
+            source,
+        };
+        let pre = self
+            .linker
+            .instantiate_pre(&loaded.component)
+            .map_err(world)?;
+        let pre = ActuatorPluginPre::new(pre).map_err(world)?;
+        tracing::info!(
+            plugin = name,
+            digest = %loaded.digest,
+            cache_hit = loaded.cache_hit,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "plugin loaded"
+        );
+        Ok(ComponentActuator {
+            name: name.into(),
+            pre,
+            limits: config.limits,
+            egress: Arc::new(config.egress),
+            digest: loaded.digest,
+        })
+    }
+
+    /// Loads a plugin from a file; its name is the file stem unless given.
+    pub fn load_file(
+        &self,
+        path: &Path,
+        name: Option<&str>,
+        config: PluginConfig,
+    ) -> Result<ComponentActuator, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("plugin")
+            .replace('_', "-");
+        self.load(name.unwrap_or(&stem), &bytes, config)
+    }
+}

@@ -1,0 +1,379 @@
+//! PowerDNS record sets as Kubernetes objects (`DnsRecord.pdns.orchard.dev`).
+//!
+//! A record set lives in a zone: `spec.resource.zoneRef` names a `DnsZone` object, a guarded
+//! dependency (the zone cannot be deleted while records use it).
+//!
+//! - identity: `<zone id>/<name>/<type>`, e.g. `example.org./www.example.org./A`;
+//! - adoption: the set with the same zone, name and type;
+//! - import filter: `zone`, `name`, `type`, matched exactly;
+//! - mutable through the `records` reconciler: `ttl`, `records`.
+
+use orchard_sdk::{Actuator, DependencyDecl, Description, Failure, Object, Resource, Status, json};
+use pdns_client::{Client, RRset, canonical};
+use serde::{Deserialize, Serialize};
+
+/// `spec.resource`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordSpec {
+    /// Name of the `DnsZone` object (same namespace).
+    pub zone_ref: String,
+    /// Owner name, absolute (`www.example.org.`) or relative to the zone (`www`, `@`).
+    pub name: String,
+    /// Record type: `A`, `AAAA`, `CNAME`, `TXT`, `MX`…
+    #[serde(rename = "type")]
+    pub rtype: String,
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+    pub records: Vec<String>,
+}
+
+fn default_ttl() -> u32 {
+    3600
+}
+
+/// `spec.import.filter`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordFilter {
+    /// Zone name, e.g. `example.org.`.
+    pub zone: String,
+    pub name: Option<String>,
+    #[serde(rename = "type")]
+    pub rtype: Option<String>,
+}
+
+/// What the actuator remembers of a record set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordState {
+    pub zone: String,
+    #[serde(flatten)]
+    pub rrset: RRset,
+}
+
+/// The actuator.
+#[derive(Default)]
+pub struct PdnsRecord;
+
+const RECORDS: &str = "records";
+
+fn parse_id(id: &str) -> Result<(&str, &str, &str), Failure> {
+    let mut parts = id.splitn(3, '/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(z), Some(n), Some(t)) if !z.is_empty() && !n.is_empty() && !t.is_empty() => {
+            Ok((z, n, t))
+        }
+        _ => Err(Failure::invalid(format!(
+            "record id {id:?} is not <zone>/<name>/<type>"
+        ))),
+    }
+}
+
+fn id_of(zone: &str, rrset: &RRset) -> String {
+    format!("{zone}/{}/{}", rrset.name, rrset.rtype)
+}
+
+/// The absolute owner name of `name` in `zone`.
+fn absolute(name: &str, zone: &str) -> String {
+    match name.trim() {
+        "@" | "" => zone.to_owned(),
+        n if n.ends_with('.') => n.to_ascii_lowercase(),
+        n if canonical(n).ends_with(&format!(".{zone}")) || canonical(n) == zone => canonical(n),
+        n => format!("{}.{zone}", n.to_ascii_lowercase()),
+    }
+}
+
+fn find(
+    client: &Client,
+    zone: &str,
+    name: &str,
+    rtype: &str,
+) -> Result<Option<Resource<RecordState>>, Failure> {
+    let Some(z) = client.zone(zone)? else {
+        return Ok(None);
+    };
+    Ok(z.rrsets
+        .into_iter()
+        .find(|r| r.name == name && r.rtype.eq_ignore_ascii_case(rtype))
+        .map(|rrset| Resource {
+            id: id_of(zone, &rrset),
+            state: RecordState {
+                zone: zone.to_owned(),
+                rrset,
+            },
+        }))
+}
+
+struct Desired {
+    zone: String,
+    name: String,
+    rtype: String,
+}
+
+fn desired(obj: &Object<RecordSpec>) -> Result<Desired, Failure> {
+    let spec = obj.spec()?;
+    let zone = obj.dependency_id("zone")?.to_owned();
+    Ok(Desired {
+        name: absolute(&spec.name, &zone),
+        rtype: spec.rtype.to_ascii_uppercase(),
+        zone,
+    })
+}
+
+fn replace(client: &Client, d: &Desired, spec: &RecordSpec) -> Result<(), Failure> {
+    let records: Vec<_> = spec
+        .records
+        .iter()
+        .map(|c| json!({"content": c, "disabled": false}))
+        .collect();
+    client.patch_rrsets(
+        &d.zone,
+        json!([{ "name": d.name, "type": d.rtype, "ttl": spec.ttl, "changetype": "REPLACE", "records": records }]),
+    )
+}
+
+impl Actuator for PdnsRecord {
+    type Spec = RecordSpec;
+    type Filter = RecordFilter;
+    type State = RecordState;
+
+    fn describe(&self) -> Description {
+        Description {
+            name: "pdns-record".into(),
+            group: "pdns.orchard.dev".into(),
+            version: "v1alpha1".into(),
+            kind: "DnsRecord".into(),
+            plural: "dnsrecords".into(),
+            resource_schema: json!({
+                "type": "object",
+                "required": ["zoneRef", "name", "type", "records"],
+                "properties": {
+                    "zoneRef": {"type": "string", "maxLength": 253,
+                                "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "zoneRef is immutable"}]},
+                    "name": {"type": "string", "maxLength": 253,
+                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
+                    "type": {"type": "string", "maxLength": 16, "pattern": "^[A-Za-z0-9]+$",
+                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "type is immutable"}]},
+                    "ttl": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 3600},
+                    "records": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string", "maxLength": 4096}}
+                }
+            })
+            .to_string(),
+            filter_schema: Some(
+                json!({
+                    "type": "object",
+                    "required": ["zone"],
+                    "properties": {
+                        "zone": {"type": "string", "maxLength": 253},
+                        "name": {"type": "string", "maxLength": 253},
+                        "type": {"type": "string", "maxLength": 16}
+                    }
+                })
+                .to_string(),
+            ),
+            observed_schema: json!({
+                "type": "object",
+                "properties": {
+                    "zone": {"type": "string"},
+                    "name": {"type": "string"},
+                    "type": {"type": "string"},
+                    "ttl": {"type": "integer"},
+                    "records": {"type": "array", "items": {"type": "string"}}
+                }
+            })
+            .to_string(),
+            dependencies: vec![DependencyDecl {
+                for_delete: true,
+                ..DependencyDecl::guarded("zone", "zoneRef", "DnsZone")
+            }],
+            needs_credentials: true,
+        }
+    }
+
+    fn get_by_id(
+        &self,
+        obj: &Object<RecordSpec>,
+        id: &str,
+    ) -> Result<Option<Resource<RecordState>>, Failure> {
+        let (zone, name, rtype) = parse_id(id)?;
+        find(&Client::for_object(obj)?, zone, name, rtype)
+    }
+
+    fn list_for_adoption(
+        &self,
+        obj: &Object<RecordSpec>,
+    ) -> Result<Option<Vec<Resource<RecordState>>>, Failure> {
+        if obj.spec.is_none() {
+            return Ok(None);
+        }
+        let d = desired(obj)?;
+        Ok(Some(
+            find(&Client::for_object(obj)?, &d.zone, &d.name, &d.rtype)?
+                .into_iter()
+                .collect(),
+        ))
+    }
+
+    fn list_for_import(
+        &self,
+        obj: &Object<RecordSpec>,
+        f: &RecordFilter,
+    ) -> Result<Vec<Resource<RecordState>>, Failure> {
+        let zone = canonical(&f.zone);
+        let name = f.name.as_deref().map(|n| absolute(n, &zone));
+        let Some(z) = Client::for_object(obj)?.zone(&zone)? else {
+            return Ok(vec![]);
+        };
+        Ok(z.rrsets
+            .into_iter()
+            .filter(|r| name.as_ref().is_none_or(|n| &r.name == n))
+            .filter(|r| {
+                f.rtype
+                    .as_ref()
+                    .is_none_or(|t| r.rtype.eq_ignore_ascii_case(t))
+            })
+            .map(|rrset| Resource {
+                id: id_of(&zone, &rrset),
+                state: RecordState {
+                    zone: zone.clone(),
+                    rrset,
+                },
+            })
+            .collect())
+    }
+
+    fn create(&self, obj: &Object<RecordSpec>) -> Result<Resource<RecordState>, Status> {
+        let spec = obj.spec()?;
+        let d = desired(obj)?;
+        let client = Client::for_object(obj)?;
+        // One PATCH creates the set with its TTL and records: nothing fallible follows it.
+        replace(&client, &d, spec)?;
+        let rrset = RRset {
+            name: d.name.clone(),
+            rtype: d.rtype.clone(),
+            ttl: spec.ttl,
+            records: spec
+                .records
+                .iter()
+                .map(|c| pdns_client::Record {
+                    content: c.clone(),
+                    disabled: false,
+                })
+                .collect(),
+        };
+        Ok(Resource {
+            id: id_of(&d.zone, &rrset),
+            state: RecordState {
+                zone: d.zone,
+                rrset,
+            },
+        })
+    }
+
+    fn delete(&self, obj: &Object<RecordSpec>, res: &Resource<RecordState>) -> Status {
+        let run = || -> Result<Status, Failure> {
+            let client = Client::for_object(obj)?;
+            if client.zone(&res.state.zone)?.is_none() {
+                return Ok(Status::done()); // the zone, and so the set, is gone
+            }
+            let r = &res.state.rrset;
+            client.patch_rrsets(
+                &res.state.zone,
+                json!([{ "name": r.name, "type": r.rtype, "changetype": "DELETE" }]),
+            )?;
+            Ok(Status::done())
+        };
+        run().into()
+    }
+
+    fn reconcilers(
+        &self,
+        _: &Object<RecordSpec>,
+        _: &Resource<RecordState>,
+    ) -> Result<Vec<String>, Failure> {
+        Ok(vec![RECORDS.to_owned()])
+    }
+
+    fn run_reconciler(
+        &self,
+        name: &str,
+        obj: &Object<RecordSpec>,
+        res: &Resource<RecordState>,
+    ) -> Status {
+        if name != RECORDS {
+            return Failure::unrecoverable(format!("no reconciler named {name:?}")).into();
+        }
+        let run = || -> Result<Status, Failure> {
+            let spec = obj.spec()?;
+            let mut want: Vec<&str> = spec.records.iter().map(String::as_str).collect();
+            let mut have: Vec<&str> = res
+                .state
+                .rrset
+                .records
+                .iter()
+                .map(|r| r.content.as_str())
+                .collect();
+            want.sort_unstable();
+            have.sort_unstable();
+            if want == have && res.state.rrset.ttl == spec.ttl {
+                return Ok(Status::done());
+            }
+            let d = Desired {
+                zone: res.state.zone.clone(),
+                name: res.state.rrset.name.clone(),
+                rtype: res.state.rrset.rtype.clone(),
+            };
+            replace(&Client::for_object(obj)?, &d, spec)?;
+            Ok(Status::needs_refresh("records updated"))
+        };
+        run().into()
+    }
+
+    fn observed(&self, res: &Resource<RecordState>) -> Result<serde_json::Value, Failure> {
+        let r = &res.state.rrset;
+        Ok(json!({
+            "zone": res.state.zone,
+            "name": r.name,
+            "type": r.rtype,
+            "ttl": r.ttl,
+            "records": r.records.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(),
+        }))
+    }
+}
+
+orchard_sdk::export_actuator!(PdnsRecord);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_names_are_made_absolute_in_their_zone() {
+        assert_eq!(absolute("www", "example.org."), "www.example.org.");
+        assert_eq!(absolute("@", "example.org."), "example.org.");
+        assert_eq!(
+            absolute("WWW.example.org.", "example.org."),
+            "www.example.org."
+        );
+        assert_eq!(
+            absolute("www.example.org", "example.org."),
+            "www.example.org."
+        );
+    }
+
+    #[test]
+    fn ids_round_trip_through_zone_name_and_type() {
+        let rrset = RRset {
+            name: "www.example.org.".into(),
+            rtype: "A".into(),
+            ttl: 60,
+            records: vec![],
+        };
+        let id = id_of("example.org.", &rrset);
+        assert_eq!(
+            parse_id(&id).unwrap(),
+            ("example.org.", "www.example.org.", "A")
+        );
+        assert!(parse_id("example.org.").is_err());
+    }
+}

@@ -1,0 +1,222 @@
+//! PowerDNS zones as Kubernetes objects (`DnsZone.pdns.orchard.dev`).
+//!
+//! - identity: the zone's canonical name (`example.org.`), which is also its PowerDNS id;
+//! - adoption: a zone with the same name;
+//! - import filter: `name`, `kind`, `account`, matched exactly;
+//! - mutable through the `settings` reconciler: `kind`, `account`; immutable: `name`,
+//!   `nameservers` (set at creation).
+
+use orchard_sdk::{Actuator, Availability, Description, Failure, Object, Resource, Status, json};
+use pdns_client::{Client, Zone, canonical};
+use serde::Deserialize;
+
+/// `spec.resource`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ZoneSpec {
+    /// Zone name, e.g. `example.org.`.
+    pub name: String,
+    /// `Native`, `Master` or `Slave`.
+    #[serde(default = "native")]
+    pub kind: String,
+    /// Nameservers put in the zone at creation.
+    #[serde(default)]
+    pub nameservers: Vec<String>,
+    /// PowerDNS account the zone belongs to.
+    #[serde(default)]
+    pub account: String,
+}
+
+fn native() -> String {
+    "Native".to_owned()
+}
+
+/// `spec.import.filter`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ZoneFilter {
+    pub name: Option<String>,
+    pub kind: Option<String>,
+    pub account: Option<String>,
+}
+
+/// The actuator.
+#[derive(Default)]
+pub struct PdnsZone;
+
+fn resource(zone: Zone) -> Resource<Zone> {
+    Resource {
+        id: zone.id.clone(),
+        state: zone,
+    }
+}
+
+const SETTINGS: &str = "settings";
+
+impl Actuator for PdnsZone {
+    type Spec = ZoneSpec;
+    type Filter = ZoneFilter;
+    type State = Zone;
+
+    fn describe(&self) -> Description {
+        Description {
+            name: "pdns-zone".into(),
+            group: "pdns.orchard.dev".into(),
+            version: "v1alpha1".into(),
+            kind: "DnsZone".into(),
+            plural: "dnszones".into(),
+            resource_schema: json!({
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "maxLength": 253, "pattern": "^([a-zA-Z0-9-_]+\\.)*[a-zA-Z0-9-_]+\\.?$",
+                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
+                    "kind": {"type": "string", "enum": ["Native", "Master", "Slave"], "default": "Native"},
+                    "nameservers": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 253}},
+                    "account": {"type": "string", "maxLength": 255}
+                }
+            })
+            .to_string(),
+            filter_schema: Some(
+                json!({
+                    "type": "object",
+                    "minProperties": 1,
+                    "properties": {
+                        "name": {"type": "string", "maxLength": 253},
+                        "kind": {"type": "string", "enum": ["Native", "Master", "Slave"]},
+                        "account": {"type": "string", "maxLength": 255}
+                    }
+                })
+                .to_string(),
+            ),
+            observed_schema: json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "serial": {"type": "integer"},
+                    "account": {"type": "string"},
+                    "dnssec": {"type": "boolean"},
+                    "rrsetCount": {"type": "integer"}
+                }
+            })
+            .to_string(),
+            dependencies: vec![],
+            needs_credentials: true,
+        }
+    }
+
+    fn get_by_id(
+        &self,
+        obj: &Object<ZoneSpec>,
+        id: &str,
+    ) -> Result<Option<Resource<Zone>>, Failure> {
+        Ok(Client::for_object(obj)?.zone(id)?.map(resource))
+    }
+
+    fn list_for_adoption(
+        &self,
+        obj: &Object<ZoneSpec>,
+    ) -> Result<Option<Vec<Resource<Zone>>>, Failure> {
+        let Some(spec) = &obj.spec else {
+            return Ok(None);
+        };
+        let name = canonical(&spec.name);
+        // The name is the zone's identity in PowerDNS: at most one zone can match.
+        Ok(Some(
+            Client::for_object(obj)?
+                .zone(&name)?
+                .into_iter()
+                .map(resource)
+                .collect(),
+        ))
+    }
+
+    fn list_for_import(
+        &self,
+        obj: &Object<ZoneSpec>,
+        filter: &ZoneFilter,
+    ) -> Result<Vec<Resource<Zone>>, Failure> {
+        let name = filter.name.as_deref().map(canonical);
+        let zones = Client::for_object(obj)?.zones()?;
+        Ok(zones
+            .into_iter()
+            .filter(|z| name.as_ref().is_none_or(|n| &z.name == n))
+            .filter(|z| {
+                filter
+                    .kind
+                    .as_ref()
+                    .is_none_or(|k| z.kind.eq_ignore_ascii_case(k))
+            })
+            .filter(|z| filter.account.as_ref().is_none_or(|a| &z.account == a))
+            .map(resource)
+            .collect())
+    }
+
+    fn create(&self, obj: &Object<ZoneSpec>) -> Result<Resource<Zone>, Status> {
+        let spec = obj.spec()?;
+        let client = Client::for_object(obj)?;
+        let nameservers: Vec<String> = spec.nameservers.iter().map(|n| canonical(n)).collect();
+        // One request creates the zone with every setting: nothing fallible follows it.
+        let zone = client.create_zone(&json!({
+            "name": canonical(&spec.name),
+            "kind": spec.kind,
+            "nameservers": nameservers,
+            "account": spec.account,
+        }))?;
+        Ok(resource(zone))
+    }
+
+    fn delete(&self, obj: &Object<ZoneSpec>, res: &Resource<Zone>) -> Status {
+        Client::for_object(obj)
+            .and_then(|c| c.delete_zone(&res.id))
+            .map(|()| Status::done())
+            .into()
+    }
+
+    fn reconcilers(
+        &self,
+        _: &Object<ZoneSpec>,
+        _: &Resource<Zone>,
+    ) -> Result<Vec<String>, Failure> {
+        Ok(vec![SETTINGS.to_owned()])
+    }
+
+    fn run_reconciler(&self, name: &str, obj: &Object<ZoneSpec>, res: &Resource<Zone>) -> Status {
+        if name != SETTINGS {
+            return Failure::unrecoverable(format!("no reconciler named {name:?}")).into();
+        }
+        let run = || -> Result<Status, Failure> {
+            let spec = obj.spec()?;
+            let zone = &res.state;
+            if zone.kind.eq_ignore_ascii_case(&spec.kind) && zone.account == spec.account {
+                return Ok(Status::done());
+            }
+            Client::for_object(obj)?.update_zone(
+                &res.id,
+                &json!({"kind": spec.kind, "account": spec.account}),
+            )?;
+            Ok(Status::needs_refresh("zone settings updated"))
+        };
+        run().into()
+    }
+
+    fn available(&self, _: &Object<ZoneSpec>, _: &Resource<Zone>) -> (Availability, Status) {
+        // A PowerDNS zone serves as soon as it exists.
+        (Availability::Available, Status::done())
+    }
+
+    fn observed(&self, res: &Resource<Zone>) -> Result<serde_json::Value, Failure> {
+        let z = &res.state;
+        Ok(json!({
+            "name": z.name,
+            "kind": z.kind,
+            "serial": z.serial,
+            "account": z.account,
+            "dnssec": z.dnssec,
+            "rrsetCount": z.rrsets.len(),
+        }))
+    }
+}
+
+orchard_sdk::export_actuator!(PdnsZone);

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command (`make test`): everything from a fresh machine to a test report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+
+step() { printf '\n== %s (%ss)\n' "$*" "$SECONDS"; }
+
+step "dependencies"
+bash tests/env/install-deps.sh
+rustup target add wasm32-wasip2 >/dev/null
+
+step "plugins (wasm32-wasip2)"
+make --no-print-directory plugins
+
+step "test binaries"
+cargo test --workspace --no-run
+
+step "test environment up"
+bash tests/env/testenv.sh up
+trap 'step "test environment down"; bash tests/env/testenv.sh down' EXIT
+set -a
+# shellcheck disable=SC1091
+source "${ORCHARD_TESTENV_DIR:-.testenv}/env"
+set +a
+
+step "tests"
+cargo test --workspace -- --test-threads="${ORCHARD_TEST_THREADS:-2}"
+step "done"
