@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export CARGO_BUILD_JOBS ?= 2
 
-PLUGINS := -p pdns-zone -p pdns-record -p orchard-fixture-faulty
+PLUGINS := -p pdns-zone -p pdns-record -p orchard-fixture-faulty -p orchard-fixture-echo
 
 .PHONY: test demo demo-down plugins deps env-up env-down bench fmt lint
 

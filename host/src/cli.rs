@@ -80,6 +80,47 @@ enum Command {
     },
     /// Call one function of a plugin and print its result as JSON: the plugin author's inner loop.
     Invoke(InvokeArgs),
+    /// Print the CustomResourceDefinition of a plugin's kind (YAML).
+    Crd {
+        /// The plugin component (.wasm).
+        plugin: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Run the host: reconcile the kinds of the given plugins on the current kubeconfig.
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// A plugin component (.wasm) to serve; repeat for several.
+    #[arg(
+        long = "plugin",
+        required = true,
+        env = "ORCHARD_PLUGINS",
+        value_delimiter = ','
+    )]
+    plugins: Vec<PathBuf>,
+    /// Apply the plugins' CRDs (server-side) and wait until they are established.
+    #[arg(long, env = "ORCHARD_INSTALL_CRDS")]
+    install_crds: bool,
+    /// Reconcile only objects in this namespace; repeat for several (default: all).
+    #[arg(long = "namespace", env = "ORCHARD_NAMESPACES", value_delimiter = ',')]
+    namespaces: Vec<String>,
+    /// Resync period of objects that set no spec.resyncPeriod (e.g. 10m; 0s: never).
+    #[arg(long, default_value = "0s", env = "ORCHARD_RESYNC_PERIOD")]
+    resync_period: String,
+    /// Reconciles in flight per plugin.
+    #[arg(long, default_value_t = 4, env = "ORCHARD_CONCURRENCY")]
+    concurrency: u16,
+    /// This host's name in Events.
+    #[arg(long, default_value = "orchard", env = "ORCHARD_INSTANCE")]
+    instance: String,
+    /// Test-only fail point (`abort-after-create`).
+    #[arg(long, hide = true, env = "ORCHARD_FAILPOINT")]
+    failpoint: Option<String>,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 /// Functions `orchard invoke` can call.
@@ -167,6 +208,16 @@ impl Command {
                 print(&serde_json::to_value(actuator.describe().await?)?)
             }
             Self::Invoke(args) => args.run().await,
+            Self::Crd { plugin, sandbox } => {
+                let actuator =
+                    sandbox
+                        .runtime()?
+                        .load_file(&plugin, None, sandbox.plugin_config()?)?;
+                let crd = crate::crd::crd(&actuator.describe().await?);
+                print!("{}", serde_yaml::to_string(&crd)?);
+                Ok(())
+            }
+            Self::Run(args) => args.run().await,
         }
     }
 }
@@ -245,4 +296,92 @@ impl InvokeArgs {
         };
         print(&out)
     }
+}
+
+impl RunArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        use crate::reconcile::{Settings, flow::parse_duration};
+        let runtime = self.sandbox.runtime()?;
+        let config = self.sandbox.plugin_config()?;
+        let mut plugins = Vec::new();
+        for path in &self.plugins {
+            let actuator: std::sync::Arc<dyn Actuator> =
+                std::sync::Arc::new(runtime.load_file(path, None, config.clone())?);
+            let description = actuator
+                .describe()
+                .await
+                .with_context(|| format!("describing {}", path.display()))?;
+            plugins.push((actuator, description));
+        }
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;
+        if self.install_crds {
+            for (_, description) in &plugins {
+                crate::crd::install(&client, description).await?;
+            }
+        }
+        let default_resync = parse_duration(&self.resync_period).with_context(|| {
+            format!("--resync-period {:?} is not a duration", self.resync_period)
+        })?;
+        let namespaces: Vec<Option<String>> = if self.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
+        };
+        let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
+        let mut tasks = tokio::task::JoinSet::new();
+        for namespace in namespaces {
+            for (actuator, description) in &plugins {
+                let settings = Settings {
+                    namespace: namespace.clone(),
+                    default_resync: Some(default_resync).filter(|d| !d.is_zero()),
+                    concurrency: self.concurrency,
+                    abort_after_create: self.failpoint.as_deref() == Some("abort-after-create"),
+                    instance: self.instance.clone(),
+                };
+                let mut rx = stop.subscribe();
+                let shutdown = async move {
+                    let _ = rx.recv().await;
+                };
+                tasks.spawn(crate::reconcile::run(
+                    client.clone(),
+                    std::sync::Arc::clone(actuator),
+                    description.clone(),
+                    settings,
+                    shutdown,
+                ));
+            }
+        }
+        tracing::info!(plugins = plugins.len(), "orchard is running");
+        shutdown_signal().await;
+        tracing::info!("shutting down: finishing in-flight reconciles");
+        let _ = stop.send(());
+        while let Some(done) = tasks.join_next().await {
+            done.context("controller task panicked")??;
+        }
+        Ok(())
+    }
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }

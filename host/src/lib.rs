@@ -10,4 +10,7 @@
 
 pub mod actuator;
 pub mod cli;
+pub mod crd;
+pub mod deps;
+pub mod reconcile;
 pub mod runtime;

@@ -16,6 +16,14 @@ if [ -x "$CACHE/kube-apiserver" ] && [ -x "$CACHE/etcd" ]; then
 fi
 
 mkdir -p "$CACHE"
+# Serialise concurrent runs (e.g. install-deps.sh and testenv.sh up): they would wipe each other's
+# work dir. Whoever waited finds the binaries the other one built.
+exec 9>"$CACHE.lock"
+flock 9
+if [ -x "$CACHE/kube-apiserver" ] && [ -x "$CACHE/etcd" ]; then
+  echo "$CACHE"
+  exit 0
+fi
 work="$CACHE/src"
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"

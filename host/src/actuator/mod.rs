@@ -2,8 +2,10 @@
 //! `wit/actuator.wit`. The Wasm component adapter ([`crate::runtime::ComponentActuator`]) is
 //! one implementation; a natively linked plugin is another (benchmarks and flow tests).
 
+mod native;
 mod types;
 
+pub use native::NativeActuator;
 pub use types::*;
 
 use async_trait::async_trait;

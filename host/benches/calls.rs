@@ -1,0 +1,168 @@
+//! What a plugin call costs, and what loading a plugin costs (docs/benchmarks.md).
+//!
+//! - `call/get_by_id/*`: one `get-by-id` on the echo fixture (no I/O), through a fresh store and
+//!   instance from the component (`component`) and through the same actuator linked natively
+//!   (`native`); the difference is the Wasm boundary.
+//! - `load/*/compile_cold`: `Runtime::load` with no cache directory (Cranelift compiles the
+//!   component every time).
+//! - `load/*/cached`: `Runtime::load` from a warm compiled-component cache (hash the bytes,
+//!   deserialise the native code, link).
+//!
+//! Needs the plugin components: `make plugins` (or `make bench`, which builds them first).
+//! `ORCHARD_PLUGIN_DIR` overrides where they are looked for.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "benchmark code")]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use orchard::actuator::{Actuator, ManagedObject, NativeActuator};
+use orchard::runtime::{PluginConfig, Runtime};
+use orchard_fixture_echo::Echo;
+use serde_json::json;
+
+/// The directory of the built components.
+fn plugin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("ORCHARD_PLUGIN_DIR") {
+        return dir.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("wasm32-wasip2/plugin")
+}
+
+/// A component's path; stops with a hint when it has not been built.
+fn component(file: &str) -> PathBuf {
+    let path = plugin_dir().join(file);
+    assert!(
+        path.is_file(),
+        "{} not found: run `make plugins` first (or set ORCHARD_PLUGIN_DIR)",
+        path.display()
+    );
+    path
+}
+
+/// A realistic object: full metadata and a spec of ten fields.
+fn object() -> ManagedObject {
+    ManagedObject {
+        name: "example-org".into(),
+        namespace: "dns-prod".into(),
+        uid: "5f0c6a3e-8d1b-4c2a-9a77-3b1de4f0c912".into(),
+        generation: 3,
+        labels: BTreeMap::from([
+            ("app.kubernetes.io/part-of".into(), "website".into()),
+            ("team".into(), "platform".into()),
+        ]),
+        annotations: BTreeMap::from([("orchard.dev/owner".into(), "platform@example.org".into())]),
+        spec: Some(json!({
+            "name": "example.org.",
+            "kind": "Native",
+            "account": "platform",
+            "nameservers": ["ns1.example.org.", "ns2.example.org."],
+            "ttl": 3600,
+            "soaEditApi": "DEFAULT",
+            "dnssec": false,
+            "masters": [],
+            "catalog": "",
+            "description": "Public zone of the company website",
+        })),
+        status_id: Some("example.org.".into()),
+        dependencies: Vec::new(),
+        credentials: BTreeMap::new(),
+    }
+}
+
+fn tokio() -> tokio::runtime::Runtime {
+    // Current-thread, like one reconcile worker; time is needed by the call deadline.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn calls(c: &mut Criterion) {
+    let rt = tokio();
+    let runtime = Runtime::new(None).unwrap();
+    eprintln!("allocation strategy: {:?}", runtime.allocation());
+    let wasm = runtime
+        .load_file(
+            &component("orchard_fixture_echo.wasm"),
+            None,
+            PluginConfig::default(),
+        )
+        .unwrap();
+    let native = NativeActuator::<Echo>::new();
+    let obj = object();
+
+    // Both answer the same thing.
+    let a = rt
+        .block_on(wasm.get_by_id(&obj, "example.org."))
+        .unwrap()
+        .unwrap();
+    let b = rt
+        .block_on(native.get_by_id(&obj, "example.org."))
+        .unwrap()
+        .unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.as_ref().map(|r| &r.state), obj.spec.as_ref());
+
+    let mut group = c.benchmark_group("call/get_by_id");
+    group.warm_up_time(Duration::from_secs(2));
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("component", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { wasm.get_by_id(&obj, "example.org.").await.unwrap() });
+    });
+    group.bench_function("native", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { native.get_by_id(&obj, "example.org.").await.unwrap() });
+    });
+    group.finish();
+}
+
+fn loads(c: &mut Criterion) {
+    let cold = Runtime::new(None).unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cached = Runtime::new(Some(cache_dir.path().to_owned())).unwrap();
+
+    for (name, file) in [
+        ("echo", "orchard_fixture_echo.wasm"),
+        ("pdns-zone", "pdns_zone.wasm"),
+    ] {
+        let path = component(file);
+        let bytes = std::fs::read(&path).unwrap();
+        eprintln!("{file}: {} bytes", bytes.len());
+        let mut group = c.benchmark_group(format!("load/{name}"));
+        // Compiling takes tens of milliseconds: few samples, each of one iteration.
+        group.sampling_mode(SamplingMode::Flat);
+        group.sample_size(10);
+        group.warm_up_time(Duration::from_secs(1));
+        group.measurement_time(Duration::from_secs(4));
+        group.bench_function("compile_cold", |bench| {
+            bench.iter(|| cold.load(name, &bytes, PluginConfig::default()).unwrap());
+        });
+
+        // Fill the cache, then measure loads that hit it.
+        cached.load(name, &bytes, PluginConfig::default()).unwrap();
+        let artifacts = std::fs::read_dir(cache_dir.path()).unwrap().count();
+        assert!(artifacts > 0, "the compiled cache stayed empty");
+        group.sample_size(30);
+        group.measurement_time(Duration::from_secs(3));
+        group.bench_function("cached", |bench| {
+            bench.iter(|| cached.load(name, &bytes, PluginConfig::default()).unwrap());
+        });
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default();
+    targets = calls, loads
+}
+criterion_main!(benches);

@@ -1,0 +1,218 @@
+//! The CRD of a plugin's kind: the standard envelope (the same for every kind, ORC's shape)
+//! around the plugin's own schemas, with CEL rules and printer columns.
+
+use serde_json::{Value, json};
+
+use crate::actuator::Description;
+
+/// The API group/version/kind a plugin serves, as kube's dynamic API needs it.
+pub fn api_resource(d: &Description) -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: d.group.clone(),
+        version: d.version.clone(),
+        api_version: format!("{}/{}", d.group, d.version),
+        kind: d.kind.clone(),
+        plural: d.plural.clone(),
+    }
+}
+
+/// `<plural>.<group>`.
+pub fn crd_name(d: &Description) -> String {
+    format!("{}.{}", d.plural, d.group)
+}
+
+fn conditions_schema() -> Value {
+    json!({
+        "type": "array",
+        "maxItems": 32,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object",
+            "required": ["type", "status", "reason", "message", "lastTransitionTime"],
+            "properties": {
+                "type": {"type": "string", "maxLength": 316},
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": {"type": "string", "maxLength": 1024},
+                "message": {"type": "string", "maxLength": 32768},
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
+                "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0}
+            }
+        }
+    })
+}
+
+/// The CustomResourceDefinition of the kind described by `d`.
+pub fn crd(d: &Description) -> Value {
+    let mut import = json!({
+        "type": "object",
+        "description": "An existing external resource to import: exactly one of id or filter.",
+        "minProperties": 1,
+        "maxProperties": 1,
+        "properties": {
+            "id": {"type": "string", "minLength": 1, "maxLength": 1024, "description": "The external id."}
+        }
+    });
+    if let Some(filter) = &d.filter_schema {
+        import["properties"]["filter"] = filter.clone();
+    }
+
+    let mut spec_properties = json!({
+        "managementPolicy": {
+            "type": "string",
+            "enum": ["managed", "unmanaged"],
+            "default": "managed",
+            "description": "managed: Orchard creates, updates and deletes the external resource. unmanaged: it only reads an imported one.",
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "managementPolicy is immutable"}]
+        },
+        "managedOptions": {
+            "type": "object",
+            "properties": {
+                "onDelete": {
+                    "type": "string",
+                    "enum": ["delete", "detach"],
+                    "default": "delete",
+                    "description": "detach leaves the external resource in place when the object is deleted."
+                }
+            }
+        },
+        "import": import,
+        "resource": d.resource_schema,
+        "resyncPeriod": {
+            "type": "string",
+            "pattern": "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
+            "description": "How often to check the external resource for drift (e.g. 10m); 0s disables."
+        }
+    });
+    let mut required = vec![];
+    if d.needs_credentials {
+        spec_properties["credentialsRef"] = json!({
+            "type": "object",
+            "required": ["secretName"],
+            "properties": {"secretName": {"type": "string", "minLength": 1, "maxLength": 253}},
+            "description": "The Secret holding the credentials of the external system (same namespace)."
+        });
+        required.push("credentialsRef");
+    }
+
+    let spec = json!({
+        "type": "object",
+        "required": required,
+        "properties": spec_properties,
+        "x-kubernetes-validations": [
+            {"rule": "self.managementPolicy == 'managed' ? has(self.resource) : true",
+             "message": "resource must be specified when policy is managed"},
+            {"rule": "self.managementPolicy == 'managed' ? !has(self.__import__) : true",
+             "message": "import may not be specified when policy is managed"},
+            {"rule": "self.managementPolicy == 'unmanaged' ? has(self.__import__) : true",
+             "message": "import must be specified when policy is unmanaged"},
+            {"rule": "self.managementPolicy == 'unmanaged' ? !has(self.resource) : true",
+             "message": "resource may not be specified when policy is unmanaged"},
+            {"rule": "has(self.managedOptions) ? self.managementPolicy == 'managed' : true",
+             "message": "managedOptions may only be specified when policy is managed"}
+        ]
+    });
+
+    let status = json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "The external id, written the moment it is known."},
+            "conditions": conditions_schema(),
+            "resource": d.observed_schema,
+            "lastSyncTime": {"type": "string", "format": "date-time"}
+        }
+    });
+
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": crd_name(d),
+            "labels": {"orchard.dev/plugin": d.name}
+        },
+        "spec": {
+            "group": d.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": d.kind,
+                "listKind": format!("{}List", d.kind),
+                "plural": d.plural,
+                "singular": d.kind.to_ascii_lowercase(),
+                "categories": ["orchard"]
+            },
+            "versions": [{
+                "name": d.version,
+                "served": true,
+                "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "ID", "type": "string", "jsonPath": ".status.id"},
+                    {"name": "Available", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Available')].status"},
+                    {"name": "Message", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Progressing')].message"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["spec"],
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": spec,
+                        "status": status
+                    }
+                }}
+            }]
+        }
+    })
+}
+
+/// Errors of installing a CRD.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The apiserver refused the CRD.
+    #[error("failed to apply CRD {name}: {source}")]
+    Apply {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// It did not become Established in time.
+    #[error("CRD {name} was not established within {seconds} s")]
+    NotEstablished { name: String, seconds: u64 },
+}
+
+/// Applies the CRD of `d` (server-side, field manager `orchard.dev/crds`) and waits until it
+/// is Established.
+pub async fn install(client: &kube::Client, d: &Description) -> Result<(), InstallError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams};
+
+    let name = crd_name(d);
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("orchard.dev/crds").force();
+    api.patch(&name, &params, &Patch::Apply(&crd(d)))
+        .await
+        .map_err(|source| InstallError::Apply {
+            name: name.clone(),
+            source,
+        })?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let established = api.get_opt(&name).await.ok().flatten().is_some_and(|crd| {
+            crd.status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        if established {
+            tracing::info!(crd = %name, "CRD established");
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(InstallError::NotEstablished { name, seconds: 30 });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

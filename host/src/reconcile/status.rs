@@ -1,0 +1,240 @@
+//! The status writer: Available and Progressing computed from one reconcile pass, written in
+//! one server-side apply; `status.id` written on its own, the moment it is known.
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use crate::actuator::{Availability, Failure, Progress};
+
+/// What one pass of the reconciler found out.
+#[derive(Debug, Default)]
+pub struct Pass {
+    /// Work not finished.
+    pub progress: Vec<Progress>,
+    /// Why the pass failed, if it did.
+    pub failure: Option<Failure>,
+    /// `observed()` of the resource, when it was fetched.
+    pub observed: Option<Value>,
+    /// `available()` of the resource, when it was fetched.
+    pub availability: Option<Availability>,
+    /// The object's finalizer was removed: it may be gone, write nothing.
+    pub released: bool,
+}
+
+impl Pass {
+    /// A pass that stopped on progress (waiting).
+    pub fn waiting(progress: Vec<Progress>) -> Self {
+        Self {
+            progress,
+            ..Self::default()
+        }
+    }
+
+    /// A pass that failed.
+    pub fn failed(failure: Failure) -> Self {
+        Self {
+            failure: Some(failure),
+            ..Self::default()
+        }
+    }
+
+    /// Nothing pending and no failure.
+    pub fn is_done(&self) -> bool {
+        self.progress.is_empty() && self.failure.is_none()
+    }
+
+    /// Adds a step's status.
+    pub fn absorb(&mut self, status: crate::actuator::Status) {
+        self.progress.extend(status.progress);
+        if self.failure.is_none() {
+            self.failure = status.failure;
+        }
+    }
+}
+
+/// One condition, as in `metav1.Condition`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub type_: &'static str,
+    pub status: &'static str,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Progressing and Available for a pass (ORC's rules).
+pub fn conditions(pass: &Pass, has_id: bool) -> [Condition; 2] {
+    let progressing = match (&pass.failure, pass.progress.is_empty()) {
+        (Some(f), _) => Condition {
+            type_: "Progressing",
+            status: if f.is_terminal() { "False" } else { "True" },
+            reason: f.reason().to_owned(),
+            message: f.to_string(),
+        },
+        (None, false) => Condition {
+            type_: "Progressing",
+            status: "True",
+            reason: "Progressing".to_owned(),
+            message: pass
+                .progress
+                .iter()
+                .map(Progress::message)
+                .collect::<Vec<_>>()
+                .join("; "),
+        },
+        (None, true) => Condition {
+            type_: "Progressing",
+            status: "False",
+            reason: "Success".to_owned(),
+            message: "The external resource is up to date".to_owned(),
+        },
+    };
+    let terminal = pass.failure.as_ref().is_some_and(Failure::is_terminal);
+    let available = match pass.availability {
+        Some(Availability::Available) if !terminal => Condition {
+            type_: "Available",
+            status: "True",
+            reason: "Success".to_owned(),
+            message: "The external resource is available".to_owned(),
+        },
+        // Not known to be available: say why, in Progressing's words.
+        availability => Condition {
+            type_: "Available",
+            status: match availability {
+                Some(Availability::Unknown) | None if has_id && !terminal => "Unknown",
+                _ => "False",
+            },
+            reason: progressing.reason.clone(),
+            message: progressing.message.clone(),
+        },
+    };
+    [available, progressing]
+}
+
+/// The conditions as JSON, keeping `lastTransitionTime` of those that did not change (so that
+/// rewriting an unchanged status causes no watch event).
+pub fn conditions_json(
+    conds: &[Condition],
+    existing: &Value,
+    generation: i64,
+    now: Timestamp,
+) -> Value {
+    let old = existing.as_array().cloned().unwrap_or_default();
+    Value::Array(
+        conds
+            .iter()
+            .map(|c| {
+                let previous = old.iter().find(|o| o["type"] == c.type_);
+                let unchanged = previous.is_some_and(|p| {
+                    p["status"] == c.status
+                        && p["reason"] == c.reason.as_str()
+                        && p["message"] == c.message.as_str()
+                });
+                let since = match previous {
+                    Some(p) if unchanged => p["lastTransitionTime"].clone(),
+                    _ => json!(now.to_string()),
+                };
+                json!({
+                    "type": c.type_,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": truncate(&c.message, 32768),
+                    "lastTransitionTime": since,
+                    "observedGeneration": generation,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actuator::WaitEvent;
+
+    fn cond<'a>(c: &'a [Condition; 2], t: &str) -> &'a Condition {
+        c.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn a_finished_available_pass_is_available_and_not_progressing() {
+        let pass = Pass {
+            availability: Some(Availability::Available),
+            ..Pass::default()
+        };
+        let c = conditions(&pass, true);
+        assert_eq!(
+            (cond(&c, "Available").status, cond(&c, "Progressing").status),
+            ("True", "False")
+        );
+        assert_eq!(cond(&c, "Progressing").reason, "Success");
+    }
+
+    #[test]
+    fn a_terminal_failure_stops_progressing_and_forces_unavailable() {
+        let pass = Pass {
+            failure: Some(Failure::InvalidConfiguration("bad name".into())),
+            availability: Some(Availability::Available),
+            ..Pass::default()
+        };
+        let c = conditions(&pass, true);
+        assert_eq!(cond(&c, "Progressing").status, "False");
+        assert_eq!(cond(&c, "Progressing").reason, "InvalidConfiguration");
+        assert_eq!(cond(&c, "Available").status, "False");
+        assert_eq!(cond(&c, "Available").message, "bad name");
+    }
+
+    #[test]
+    fn a_transient_failure_keeps_progressing_with_its_reason() {
+        let c = conditions(
+            &Pass::failed(Failure::Transient("connection refused".into())),
+            true,
+        );
+        assert_eq!(cond(&c, "Progressing").status, "True");
+        assert_eq!(cond(&c, "Progressing").reason, "TransientError");
+        assert_eq!(cond(&c, "Available").status, "Unknown");
+    }
+
+    #[test]
+    fn waiting_without_an_id_is_unavailable_with_the_waiting_message() {
+        let pass = Pass::waiting(vec![Progress::WaitingOnObject {
+            kind: "DnsZone".into(),
+            name: "zone".into(),
+            event: WaitEvent::Ready,
+        }]);
+        let c = conditions(&pass, false);
+        assert_eq!(cond(&c, "Available").status, "False");
+        assert_eq!(
+            cond(&c, "Progressing").message,
+            "Waiting for DnsZone/zone to be available"
+        );
+    }
+
+    #[test]
+    fn an_unchanged_condition_keeps_its_transition_time() {
+        let pass = Pass {
+            availability: Some(Availability::Available),
+            ..Pass::default()
+        };
+        let c = conditions(&pass, true);
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let t1: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
+        let first = conditions_json(&c, &Value::Null, 1, t0);
+        let second = conditions_json(&c, &first, 2, t1);
+        assert_eq!(second[0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(second[0]["observedGeneration"], 2);
+        let changed = conditions(&Pass::failed(Failure::Transient("x".into())), true);
+        let third = conditions_json(&changed, &second, 2, t1);
+        assert_eq!(third[0]["lastTransitionTime"], "2026-01-02T00:00:00Z");
+    }
+}
