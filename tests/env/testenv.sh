@@ -521,10 +521,17 @@ case ${1:-} in
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
+  stop-pdns) # stop PowerDNS alone (outage scenarios); start-pdns brings it back with its data
+    load_internal
+    stop_group pdns ;;
+  start-pdns)
+    load_internal
+    recorded_alive pdns || spawn pdns /usr/sbin/pdns_server --config-dir="$STATE/pdns"
+    wait_healthy pdns check_pdns ;;
   rabbitmqctl) # run rabbitmqctl against the env's node (it needs the node's cookie and epmd port)
     shift
     [ -f "$PIDS/rabbitmq.pid" ] || die "RabbitMQ is not running in $STATE"
     load_internal
     rabbitmqctl "$@" ;;
-  *) echo "usage: $0 up [--with-rabbitmq|--without-rabbitmq] | down | status | env | rabbitmqctl ARGS..." >&2; exit 2 ;;
+  *) echo "usage: $0 up [--with-rabbitmq|--without-rabbitmq] | down | status | env | stop-pdns | start-pdns | rabbitmqctl ARGS..." >&2; exit 2 ;;
 esac

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub mod scenario;
+
 use anyhow::{Context, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 

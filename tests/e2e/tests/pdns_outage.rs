@@ -1,0 +1,53 @@
+//! PowerDNS stops under the host: a transient failure that heals by itself. A test binary of
+//! its own, because stopping PowerDNS would break the scenarios running beside it (cargo runs
+//! test binaries one after another).
+
+use orchard_e2e::scenario::Scenario;
+
+fn zone_yaml(name: &str, zone: &str) -> String {
+    format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: {name}}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{name: \"{zone}\"}}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn powerdns_outage_is_transient_and_recovers_by_itself() -> anyhow::Result<()> {
+    let mut s = Scenario::new("outage").await?;
+    let _host = s.start_host(&[])?;
+    let testenv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../env/testenv.sh");
+    let run = |cmd: &str| -> anyhow::Result<()> {
+        let status = std::process::Command::new("bash")
+            .arg(&testenv)
+            .arg(cmd)
+            .status()?;
+        anyhow::ensure!(status.success(), "testenv.sh {cmd} failed");
+        Ok(())
+    };
+    run("stop-pdns")?;
+    let outcome = async {
+        let zone = s.zone_name("outage");
+        s.apply(&zone_yaml("outage", &zone)).await?;
+        let obj = s
+            .wait_condition(
+                &s.zones,
+                "outage",
+                "Progressing",
+                "True",
+                Some("TransientError"),
+            )
+            .await?;
+        assert!(
+            Scenario::progressing_message(&obj).contains("transport"),
+            "{}",
+            Scenario::progressing_message(&obj)
+        );
+        run("start-pdns")?;
+        s.wait_ready(&s.zones, "outage").await?;
+        assert!(s.pdns_zone(&zone).await?.is_some());
+        anyhow::Ok(())
+    }
+    .await;
+    // PowerDNS serves the other scenarios: bring it back whatever happened.
+    run("start-pdns")?;
+    outcome
+}
