@@ -13,7 +13,8 @@ rustup target add wasm32-wasip2 >/dev/null
 step "plugins (wasm32-wasip2)"
 make --no-print-directory plugins
 
-step "test binaries"
+step "host and test binaries"
+cargo build -p orchard
 cargo test --workspace --no-run
 
 step "test environment up"
