@@ -34,7 +34,7 @@ case ${1:-up} in
     ./target/debug/orchard run \
       --plugin target/wasm32-wasip2/plugin/pdns_zone.wasm \
       --plugin target/wasm32-wasip2/plugin/pdns_record.wasm \
-      --allow-host "$PDNS_API_URL" --install-crds \
+      --allow-host "$PDNS_API_URL" --install-crds --admin-addr 127.0.0.1:9090 \
       >"$STATE/logs/demo-host.log" 2>&1 &
     echo $! >"$PIDFILE"
     until kubectl get crd dnsrecords.pdns.orchard.dev >/dev/null 2>&1; do

@@ -119,6 +119,22 @@ struct RunArgs {
     /// Test-only fail point (`abort-after-create`).
     #[arg(long, hide = true, env = "ORCHARD_FAILPOINT")]
     failpoint: Option<String>,
+    /// Address of the admin server (/healthz, /readyz, /metrics), e.g. 127.0.0.1:9090;
+    /// `off` (the default) starts none.
+    #[arg(long, default_value = "off", env = "ORCHARD_ADMIN_ADDR")]
+    admin_addr: String,
+    /// Reconcile only while holding the leader Lease (for several replicas).
+    #[arg(long, env = "ORCHARD_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "orchard-leader", env = "ORCHARD_LEASE_NAME")]
+    lease_name: String,
+    /// Namespace of the leader Lease (in a pod: its own namespace).
+    #[arg(long, default_value = "default", env = "POD_NAMESPACE")]
+    lease_namespace: String,
+    /// Lease duration in seconds: a dead leader is replaced within it.
+    #[arg(long, default_value_t = 15, env = "ORCHARD_LEASE_SECONDS")]
+    lease_seconds: u64,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -300,30 +316,75 @@ impl InvokeArgs {
 
 impl RunArgs {
     async fn run(self) -> anyhow::Result<()> {
+        use crate::ops::{Health, leader::Leadership, metrics};
         use crate::reconcile::{Settings, flow::parse_duration};
+        use std::sync::Arc;
+
+        let health = Arc::new(Health::default());
+        if self.admin_addr != "off" {
+            let addr = self
+                .admin_addr
+                .parse()
+                .with_context(|| format!("--admin-addr {:?}", self.admin_addr))?;
+            crate::ops::server::serve(addr, Arc::clone(&health))
+                .await
+                .with_context(|| format!("binding the admin server to {addr}"))?;
+        }
+
         let runtime = self.sandbox.runtime()?;
         let config = self.sandbox.plugin_config()?;
         let mut plugins = Vec::new();
         for path in &self.plugins {
-            let actuator: std::sync::Arc<dyn Actuator> =
-                std::sync::Arc::new(runtime.load_file(path, None, config.clone())?);
-            let description = actuator
-                .describe()
-                .await
-                .with_context(|| format!("describing {}", path.display()))?;
-            plugins.push((actuator, description));
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("plugin")
+                .replace('_', "-");
+            let loaded = async {
+                let actuator: Arc<dyn Actuator> =
+                    Arc::new(runtime.load_file(path, None, config.clone())?);
+                let description = actuator.describe().await?;
+                anyhow::Ok((actuator, description))
+            }
+            .await;
+            match loaded {
+                Ok(plugin) => plugins.push(plugin),
+                Err(e) => {
+                    metrics::global().plugin_load_failed(&name);
+                    return Err(e.context(format!("loading plugin {}", path.display())));
+                }
+            }
         }
+        health.set_plugins_loaded();
+
         let client = kube::Client::try_default()
             .await
             .context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;
+        let default_resync = parse_duration(&self.resync_period).with_context(|| {
+            format!("--resync-period {:?} is not a duration", self.resync_period)
+        })?;
+
+        let mut leadership = None;
+        if self.leader_elect {
+            let acquire = Leadership::acquire(
+                client.clone(),
+                &self.lease_namespace,
+                &self.lease_name,
+                &self.instance,
+                Duration::from_secs(self.lease_seconds),
+            );
+            tokio::select! {
+                held = acquire => leadership = Some(held?),
+                () = shutdown_signal() => return Ok(()),
+            }
+        }
+        metrics::global().set_leader(true);
+
         if self.install_crds {
             for (_, description) in &plugins {
                 crate::crd::install(&client, description).await?;
             }
         }
-        let default_resync = parse_duration(&self.resync_period).with_context(|| {
-            format!("--resync-period {:?} is not a duration", self.resync_period)
-        })?;
         let namespaces: Vec<Option<String>> = if self.namespaces.is_empty() {
             vec![None]
         } else {
@@ -339,6 +400,7 @@ impl RunArgs {
                     concurrency: self.concurrency,
                     abort_after_create: self.failpoint.as_deref() == Some("abort-after-create"),
                     instance: self.instance.clone(),
+                    health: Arc::clone(&health),
                 };
                 let mut rx = stop.subscribe();
                 let shutdown = async move {
@@ -346,7 +408,7 @@ impl RunArgs {
                 };
                 tasks.spawn(crate::reconcile::run(
                     client.clone(),
-                    std::sync::Arc::clone(actuator),
+                    Arc::clone(actuator),
                     description.clone(),
                     settings,
                     shutdown,
@@ -354,11 +416,39 @@ impl RunArgs {
             }
         }
         tracing::info!(plugins = plugins.len(), "orchard is running");
-        shutdown_signal().await;
+        let lost = async {
+            match leadership.as_mut() {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let lost_lease = tokio::select! {
+            () = shutdown_signal() => false,
+            () = lost => true,
+        };
+        metrics::global().set_leader(false);
+        if lost_lease {
+            // Another host may already reconcile: stop now rather than finish in-flight work.
+            anyhow::bail!(
+                "lost the leader lease {}/{}; exiting",
+                self.lease_namespace,
+                self.lease_name
+            );
+        }
         tracing::info!("shutting down: finishing in-flight reconciles");
         let _ = stop.send(());
-        while let Some(done) = tasks.join_next().await {
-            done.context("controller task panicked")??;
+        let drained = async {
+            while let Some(done) = tasks.join_next().await {
+                done.context("controller task panicked")??;
+            }
+            anyhow::Ok(())
+        };
+        match tokio::time::timeout(Duration::from_secs(20), drained).await {
+            Ok(result) => result?,
+            Err(_) => tracing::warn!("in-flight reconciles did not finish within 20 s"),
+        }
+        if let Some(leadership) = leadership {
+            leadership.release().await;
         }
         Ok(())
     }

@@ -12,5 +12,6 @@ pub mod actuator;
 pub mod cli;
 pub mod crd;
 pub mod deps;
+pub mod ops;
 pub mod reconcile;
 pub mod runtime;

@@ -45,22 +45,44 @@ const REFRESH: Duration = Duration::from_millis(50);
 /// The entry point kube-runtime calls for every object of the kind.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let span = tracing::info_span!("reconcile", plugin = ctx.plugin(), object = %obj.name_any(), namespace = %obj.namespace().unwrap_or_default());
-    reconcile_object(&obj, &ctx).instrument(span).await
+    let metrics = crate::ops::metrics::global();
+    let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+    metrics.set_queued(ctx.plugin(), &key, false);
+    let started = std::time::Instant::now();
+    let outcome = reconcile_object(&obj, &ctx).instrument(span).await;
+    let result = match &outcome {
+        Err(_) => "error",
+        Ok((pass, _)) => match &pass.failure {
+            Some(f) => f.reason(),
+            None if pass.progress.is_empty() => "success",
+            None => "progressing",
+        },
+    };
+    metrics.reconciled(
+        ctx.plugin(),
+        &ctx.description.kind,
+        result,
+        started.elapsed(),
+    );
+    let action = outcome.map(|(_, action)| action)?;
+    metrics.set_queued(ctx.plugin(), &key, action != Action::await_change());
+    Ok(action)
 }
 
-async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pass, Action), Error> {
     let pass = if obj.metadata.deletion_timestamp.is_some() {
         reconcile_delete(obj, ctx).await?
     } else {
         match skip_if_up_to_date(obj, ctx) {
-            Some(action) => return Ok(action),
+            Some(action) => return Ok((Pass::default(), action)),
             None => reconcile_normal(obj, ctx).await?,
         }
     };
     if !pass.released {
         write_status(obj, ctx, &pass).await?;
     }
-    Ok(next_action(obj, ctx, &pass))
+    let action = next_action(obj, ctx, &pass);
+    Ok((pass, action))
 }
 
 fn spec(obj: &DynamicObject) -> &Value {

@@ -65,6 +65,8 @@ pub struct Settings {
     pub abort_after_create: bool,
     /// Name of this host in Events.
     pub instance: String,
+    /// Readiness of the host, reported by `/readyz`.
+    pub health: Arc<crate::ops::Health>,
 }
 
 impl Default for Settings {
@@ -75,6 +77,7 @@ impl Default for Settings {
             concurrency: 4,
             abort_after_create: false,
             instance: "orchard".to_owned(),
+            health: Arc::default(),
         }
     }
 }
@@ -222,6 +225,18 @@ pub async fn run(
     let controller = Controller::new_with(api, watcher::Config::default(), resource.clone())
         .with_config(controller::Config::default().concurrency(settings.concurrency));
     let store = controller.store();
+    settings.health.controller_started();
+    let (health, synced) = (Arc::clone(&settings.health), store.clone());
+    tokio::spawn(async move {
+        // Re-poll with a short timeout: the store's readiness signal wakes only the last of
+        // several waiters (the controller's own runner waits on it too).
+        while tokio::time::timeout(Duration::from_millis(200), synced.wait_until_ready())
+            .await
+            .is_err()
+        {}
+        tracing::debug!("controller cache synced");
+        health.controller_synced();
+    });
     let controller = deps::watch_dependencies(
         controller,
         &client,

@@ -125,9 +125,20 @@ impl ComponentActuator {
         object: &str,
         run: impl AsyncFnOnce(&ActuatorPlugin, &mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> CallResult<R> {
-        let (mut store, plugin) = self.instance(function, object).await?;
-        let outcome = self.deadline(function, run(&plugin, &mut store)).await?;
-        outcome.map_err(|e| self.classify(function, &store, e, "call"))
+        let started = std::time::Instant::now();
+        let result = async {
+            let (mut store, plugin) = self.instance(function, object).await?;
+            let outcome = self.deadline(function, run(&plugin, &mut store)).await?;
+            outcome.map_err(|e| self.classify(function, &store, e, "call"))
+        }
+        .await;
+        crate::ops::metrics::global().wasm_call(
+            &self.name,
+            function,
+            result.is_ok(),
+            started.elapsed(),
+        );
+        result
     }
 
     fn malformed(

@@ -59,6 +59,12 @@ impl Host {
         .await
     }
 
+    /// SIGKILL: no graceful shutdown, no lease release.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Whether it is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

@@ -1,0 +1,210 @@
+//! Prometheus metrics of the host (`/metrics`), registered once per process.
+//!
+//! - `orchard_reconciles_total{plugin,kind,result}` and `orchard_reconcile_duration_seconds`;
+//! - `orchard_reconcile_errors_total{plugin,kind,reason}`;
+//! - `orchard_wasm_call_duration_seconds{plugin,function,outcome}`;
+//! - `orchard_queue_depth{plugin}`: objects waiting for a scheduled reconcile;
+//! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
+
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    plugin: String,
+    kind: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    plugin: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    plugin: String,
+    kind: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    plugin: String,
+    function: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn seconds_buckets() -> Histogram {
+    // 100 µs … ~6.5 s
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+}
+
+/// The host's metrics.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_duration: Histograms<KindLabels>,
+    errors: Family<ErrorLabels, Counter>,
+    wasm_calls: Histograms<CallLabels>,
+    queue_depth: Family<PluginLabels, Gauge>,
+    load_failures: Family<PluginLabels, Counter>,
+    leader: Gauge,
+    queued: Mutex<HashSet<(String, String)>>,
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("orchard");
+        let reconciles = Family::<ReconcileLabels, Counter>::default();
+        registry.register("reconciles", "Reconciles by result", reconciles.clone());
+        let reconcile_duration: Histograms<KindLabels> =
+            Family::new_with_constructor(seconds_buckets);
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of one reconcile",
+            reconcile_duration.clone(),
+        );
+        let errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles by condition reason",
+            errors.clone(),
+        );
+        let wasm_calls: Histograms<CallLabels> = Family::new_with_constructor(seconds_buckets);
+        registry.register(
+            "wasm_call_duration_seconds",
+            "Duration of one plugin call",
+            wasm_calls.clone(),
+        );
+        let queue_depth = Family::<PluginLabels, Gauge>::default();
+        registry.register(
+            "queue_depth",
+            "Objects waiting for a scheduled reconcile",
+            queue_depth.clone(),
+        );
+        let load_failures = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_load_failures",
+            "Plugins that failed to load",
+            load_failures.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 when this host holds the leader lease",
+            leader.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            reconcile_duration,
+            errors,
+            wasm_calls,
+            queue_depth,
+            load_failures,
+            leader,
+            queued: Mutex::default(),
+        }
+    }
+
+    /// One reconcile finished with `result` (`success`, `progressing`, a condition reason, or `error`).
+    pub fn reconciled(&self, plugin: &str, kind: &str, result: &str, elapsed: Duration) {
+        let labels = KindLabels {
+            plugin: plugin.to_owned(),
+            kind: kind.to_owned(),
+        };
+        self.reconcile_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+        if !matches!(result, "success" | "progressing") {
+            self.errors
+                .get_or_create(&ErrorLabels {
+                    plugin: plugin.to_owned(),
+                    kind: kind.to_owned(),
+                    reason: result.to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// One plugin call finished.
+    pub fn wasm_call(&self, plugin: &str, function: &str, ok: bool, elapsed: Duration) {
+        self.wasm_calls
+            .get_or_create(&CallLabels {
+                plugin: plugin.to_owned(),
+                function: function.to_owned(),
+                outcome: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Whether `object` of `plugin` waits for a scheduled reconcile.
+    pub fn set_queued(&self, plugin: &str, object: &str, queued: bool) {
+        let mut set = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (plugin.to_owned(), object.to_owned());
+        if queued {
+            set.insert(key)
+        } else {
+            set.remove(&key)
+        };
+        let depth = set.iter().filter(|(p, _)| p == plugin).count();
+        self.queue_depth
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// A plugin failed to load.
+    pub fn plugin_load_failed(&self, plugin: &str) {
+        self.load_failures
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// This host became (or stopped being) the leader.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "could not encode metrics");
+        }
+        out
+    }
+}

@@ -1,0 +1,66 @@
+//! The admin HTTP server: `/healthz` (the process runs), `/readyz` (see [`super::Health`]) and
+//! `/metrics` (Prometheus text format).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use super::Health;
+
+/// Serves until the process ends. Binding errors are returned; connection errors are logged.
+pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> std::io::Result<()> {
+    let listener = TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "admin server listening (/healthz, /readyz, /metrics)");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let health = Arc::clone(&health);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let health = Arc::clone(&health);
+                    async move { Ok::<_, std::convert::Infallible>(respond(&req, &health)) }
+                });
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                {
+                    tracing::debug!(error = %e, "admin connection");
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
+fn respond<B>(req: &Request<B>, health: &Health) -> Response<Full<Bytes>> {
+    let (status, body, content_type) = match req.uri().path() {
+        "/healthz" => (StatusCode::OK, "ok".to_owned(), "text/plain"),
+        "/readyz" if health.is_ready() => (StatusCode::OK, "ready".to_owned(), "text/plain"),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready".to_owned(),
+            "text/plain",
+        ),
+        "/metrics" => (
+            StatusCode::OK,
+            super::metrics::global().encode(),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        _ => (StatusCode::NOT_FOUND, "not found".to_owned(), "text/plain"),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = content_type.parse() {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
