@@ -26,6 +26,7 @@ declare -A PROBE=(
   [sqlite3]=/usr/bin/sqlite3
   [rabbitmq-server]=/usr/lib/rabbitmq/bin/rabbitmq-server
   [iproute2]=/usr/bin/ss
+  [buildah]=/usr/bin/buildah
 )
 missing=()
 for pkg in "${!PROBE[@]}"; do
@@ -74,3 +75,4 @@ fi
 
 "$SCRIPT_DIR/build-k8s.sh" >/dev/null
 log "ready (kube-apiserver + etcd in $("$SCRIPT_DIR/build-k8s.sh"))"
+log "interop tools (helm) in $("$SCRIPT_DIR/build-tools.sh")"

@@ -71,12 +71,21 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
 async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pass, Action), Error> {
     let pass = if obj.metadata.deletion_timestamp.is_some() {
-        reconcile_delete(obj, ctx).await?
+        reconcile_delete(obj, ctx).await
     } else {
         match skip_if_up_to_date(obj, ctx) {
             Some(action) => return Ok((Pass::default(), action)),
-            None => reconcile_normal(obj, ctx).await?,
+            None => reconcile_normal(obj, ctx).await,
         }
+    };
+    // A refusal of the host's RBAC goes into the object's status (saying which verb on which
+    // resource), so that it is seen where the user looks, and is retried with backoff.
+    let pass = match pass {
+        Err(e) if e.is_forbidden() => {
+            tracing::error!(error = %e, "forbidden: the host's RBAC does not allow this");
+            Pass::failed(Failure::Transient(format!("forbidden: {e}")))
+        }
+        other => other?,
     };
     if !pass.released {
         write_status(obj, ctx, &pass).await?;

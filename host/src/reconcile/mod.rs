@@ -51,6 +51,13 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The apiserver refused the host's identity (RBAC): no retry soon will change that.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, Self::Kube { source: kube::Error::Api(e), .. } if e.code == 403)
+    }
+}
+
 /// Host-wide settings of the reconcilers.
 #[derive(Debug, Clone)]
 pub struct Settings {

@@ -153,8 +153,22 @@ impl Scenario {
         Ok(())
     }
 
-    /// Starts `orchard run` for the PowerDNS plugins, scoped to this namespace.
+    /// Starts `orchard run` for the PowerDNS plugins, scoped to this namespace, as the admin.
     pub fn start_host(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+        let kubeconfig = self.env.admin_kubeconfig.display().to_string();
+        let mut env = vec![("KUBECONFIG", kubeconfig.as_str())];
+        env.extend_from_slice(extra_env);
+        self.spawn_host(&env, true)
+    }
+
+    /// Starts `orchard run` like [`Scenario::start_host`] but with no kubeconfig at all: the
+    /// host finds its identity as in a pod (`extra_env` sets `KUBERNETES_SERVICE_HOST/PORT`;
+    /// the token and CA are in the service-account directory).
+    pub fn start_host_in_cluster(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+        self.spawn_host(extra_env, false)
+    }
+
+    fn spawn_host(&mut self, extra_env: &[(&str, &str)], install_crds: bool) -> anyhow::Result<Host> {
         self.hosts_started += 1;
         let log = self
             .env
@@ -174,14 +188,10 @@ impl Scenario {
             .arg(plugin("pdns-zone"))
             .arg("--plugin")
             .arg(plugin("pdns-record"))
-            .args([
-                "--allow-host",
-                &self.env.pdns_api_url,
-                "--install-crds",
-                "--namespace",
-                &self.ns,
-            ])
-            .env("KUBECONFIG", &self.env.admin_kubeconfig)
+            .args(["--allow-host", &self.env.pdns_api_url, "--namespace", &self.ns])
+            .args(install_crds.then_some("--install-crds"))
+            .env_remove("KUBECONFIG")
+            .env("HOME", target_dir().join("orchard-home"))
             .env("ORCHARD_CACHE_DIR", target_dir().join("orchard-cache"))
             .env("RUST_LOG", "info,orchard=debug")
             .env("NO_COLOR", "1")
