@@ -168,7 +168,11 @@ impl Scenario {
         self.spawn_host(extra_env, false)
     }
 
-    fn spawn_host(&mut self, extra_env: &[(&str, &str)], install_crds: bool) -> anyhow::Result<Host> {
+    fn spawn_host(
+        &mut self,
+        extra_env: &[(&str, &str)],
+        install_crds: bool,
+    ) -> anyhow::Result<Host> {
         self.hosts_started += 1;
         let log = self
             .env
@@ -188,7 +192,12 @@ impl Scenario {
             .arg(plugin("pdns-zone"))
             .arg("--plugin")
             .arg(plugin("pdns-record"))
-            .args(["--allow-host", &self.env.pdns_api_url, "--namespace", &self.ns])
+            .args([
+                "--allow-host",
+                &self.env.pdns_api_url,
+                "--namespace",
+                &self.ns,
+            ])
             .args(install_crds.then_some("--install-crds"))
             .env_remove("KUBECONFIG")
             .env("HOME", target_dir().join("orchard-home"))

@@ -17,14 +17,22 @@ fn repo() -> PathBuf {
 
 fn run(cmd: &mut Command) -> anyhow::Result<String> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    ensure!(out.status.success(), "{cmd:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(String::from_utf8(out.stdout)?)
 }
 
 fn helm() -> PathBuf {
     let cache = std::env::var_os("ORCHARD_TESTENV_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/orchard-testenv"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/orchard-testenv")
+        });
     cache.join("tools/helm")
 }
 
@@ -39,7 +47,9 @@ fn docs(yaml: &str) -> anyhow::Result<Vec<Value>> {
 
 fn server_dry_run(env: &TestEnv, manifests: &[Value]) -> anyhow::Result<()> {
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": manifests});
-    let file = env.dir.join(format!("dry-run-{}.json", orchard_e2e::unique_suffix()));
+    let file = env
+        .dir
+        .join(format!("dry-run-{}.json", orchard_e2e::unique_suffix()));
     std::fs::write(&file, list.to_string())?;
     run(Command::new("kubectl")
         .arg("--kubeconfig")
@@ -50,42 +60,98 @@ fn server_dry_run(env: &TestEnv, manifests: &[Value]) -> anyhow::Result<()> {
 }
 
 fn cluster_role_rules(manifests: &[Value]) -> anyhow::Result<Value> {
-    Ok(manifests.iter().find(|m| m["kind"] == "ClusterRole").context("no ClusterRole")?["rules"].clone())
+    Ok(manifests
+        .iter()
+        .find(|m| m["kind"] == "ClusterRole")
+        .context("no ClusterRole")?["rules"]
+        .clone())
 }
 
 fn kustomize(env: &TestEnv) -> anyhow::Result<Vec<Value>> {
-    docs(&run(Command::new("kubectl").arg("--kubeconfig").arg(&env.admin_kubeconfig).arg("kustomize").arg(repo().join("deploy/kustomize")))?)
+    docs(&run(Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.admin_kubeconfig)
+        .arg("kustomize")
+        .arg(repo().join("deploy/kustomize")))?)
 }
 
 #[tokio::test]
-async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants() -> anyhow::Result<()> {
+async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants()
+-> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let chart = repo().join("deploy/helm/orchard");
     run(Command::new(helm()).arg("lint").arg(&chart))?;
     let rendered = run(Command::new(helm())
-        .args(["template", "orchard", "-n", "orchard-system", "--kube-version", &env_version(&env), "--set", "metrics.serviceMonitor.enabled=true"])
+        .args([
+            "template",
+            "orchard",
+            "-n",
+            "orchard-system",
+            "--kube-version",
+            &env_version(&env),
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+        ])
         .arg(&chart))?;
     let manifests = docs(&rendered)?;
-    let kinds: Vec<&str> = manifests.iter().filter_map(|m| m["kind"].as_str()).collect();
-    for kind in ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget", "ServiceMonitor"] {
+    let kinds: Vec<&str> = manifests
+        .iter()
+        .filter_map(|m| m["kind"].as_str())
+        .collect();
+    for kind in [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "ServiceMonitor",
+    ] {
         assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
     }
-    let deployment = manifests.iter().find(|m| m["kind"] == "Deployment").context("deployment")?;
+    let deployment = manifests
+        .iter()
+        .find(|m| m["kind"] == "Deployment")
+        .context("deployment")?;
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
-    assert_eq!(deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"], 65532);
-    assert!(container["args"].as_array().context("args")?.iter().any(|a| a == "--leader-elect"));
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"],
+        65532
+    );
+    assert!(
+        container["args"]
+            .as_array()
+            .context("args")?
+            .iter()
+            .any(|a| a == "--leader-elect")
+    );
     // The ServiceMonitor's CRD is not in a bare apiserver: dry-run the rest.
-    let applicable: Vec<Value> = manifests.iter().filter(|m| m["kind"] != "ServiceMonitor").cloned().collect();
+    let applicable: Vec<Value> = manifests
+        .iter()
+        .filter(|m| m["kind"] != "ServiceMonitor")
+        .cloned()
+        .collect();
     server_dry_run(&env, &applicable)?;
-    assert_eq!(cluster_role_rules(&manifests)?, cluster_role_rules(&kustomize(&env)?)?, "chart and kustomize grant different rules");
+    assert_eq!(
+        cluster_role_rules(&manifests)?,
+        cluster_role_rules(&kustomize(&env)?)?,
+        "chart and kustomize grant different rules"
+    );
     Ok(())
 }
 
 fn env_version(env: &TestEnv) -> String {
     std::fs::read_to_string(&env.env_file)
         .ok()
-        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("ORCHARD_K8S_VERSION=").map(|v| v.trim_matches('"').to_owned())))
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("ORCHARD_K8S_VERSION=")
+                    .map(|v| v.trim_matches('"').to_owned())
+            })
+        })
         .unwrap_or_else(|| "v1.34.4".to_owned())
 }
 
@@ -94,26 +160,49 @@ async fn the_kustomize_base_is_accepted_by_the_apiserver() -> anyhow::Result<()>
     let env = TestEnv::load()?;
     let manifests = kustomize(&env)?;
     // The namespace must exist for a dry run of namespaced objects.
-    run(Command::new("kubectl").arg("--kubeconfig").arg(&env.admin_kubeconfig).args(["create", "namespace", "orchard-system", "--dry-run=client", "-o", "yaml"]))?;
-    let _ = Command::new("kubectl").arg("--kubeconfig").arg(&env.admin_kubeconfig).args(["create", "namespace", "orchard-system"]).output();
+    run(Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.admin_kubeconfig)
+        .args([
+            "create",
+            "namespace",
+            "orchard-system",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ]))?;
+    let _ = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.admin_kubeconfig)
+        .args(["create", "namespace", "orchard-system"])
+        .output();
     server_dry_run(&env, &manifests)?;
     Ok(())
 }
 
 #[test]
 fn the_shipped_crds_are_what_the_plugins_describe() -> anyhow::Result<()> {
-    for (crate_name, file) in [("pdns-zone", "dnszones.pdns.orchard.dev.yaml"), ("pdns-record", "dnsrecords.pdns.orchard.dev.yaml")] {
-        let described = run(Command::new(orchard_bin()).arg("crd").arg(plugin(crate_name)))?;
+    for (crate_name, file) in [
+        ("pdns-zone", "dnszones.pdns.orchard.dev.yaml"),
+        ("pdns-record", "dnsrecords.pdns.orchard.dev.yaml"),
+    ] {
+        let described = run(Command::new(orchard_bin())
+            .arg("crd")
+            .arg(plugin(crate_name)))?;
         for dir in ["deploy/kustomize/crds", "deploy/helm/orchard/crds"] {
             let shipped = std::fs::read_to_string(repo().join(dir).join(file))?;
-            assert_eq!(shipped, described, "{dir}/{file} is stale: regenerate it with `orchard crd`");
+            assert_eq!(
+                shipped, described,
+                "{dir}/{file} is stale: regenerate it with `orchard crd`"
+            );
         }
     }
     Ok(())
 }
 
 #[test]
-fn the_image_builds_from_scratch_and_runs_orchard_from_its_own_root_filesystem() -> anyhow::Result<()> {
+fn the_image_builds_from_scratch_and_runs_orchard_from_its_own_root_filesystem()
+-> anyhow::Result<()> {
     let work = tempfile_dir()?;
     let context = work.join("context");
     run(Command::new("bash")
@@ -122,19 +211,39 @@ fn the_image_builds_from_scratch_and_runs_orchard_from_its_own_root_filesystem()
         .arg(plugin("pdns-zone").parent().context("plugin dir")?)
         .arg(context.join("rootfs")))?;
     let tag = format!("localhost/orchard-e2e:{}", orchard_e2e::unique_suffix());
-    let buildah = |args: &[&str]| run(Command::new("buildah").args(["--storage-driver", "vfs"]).args(args));
-    buildah(&["bud", "-q", "-t", &tag, "-f", &repo().join("deploy/Dockerfile").display().to_string(), &context.display().to_string()])?;
+    let buildah = |args: &[&str]| {
+        run(Command::new("buildah")
+            .args(["--storage-driver", "vfs"])
+            .args(args))
+    };
+    buildah(&[
+        "bud",
+        "-q",
+        "-t",
+        &tag,
+        "-f",
+        &repo().join("deploy/Dockerfile").display().to_string(),
+        &context.display().to_string(),
+    ])?;
     let config: Value = serde_json::from_str(&buildah(&["inspect", "--type", "image", &tag])?)?;
     assert_eq!(config["OCIv1"]["config"]["User"], "65532:65532");
     // No container runtime works in this sandbox: run the binary from the image's own root
     // filesystem instead, which proves the image holds everything it needs.
     let container = buildah(&["from", "-q", &tag])?.trim().to_owned();
     let mount = buildah(&["mount", &container])?.trim().to_owned();
-    let version = run(Command::new("chroot").args(["--userspec=65532:65532", &mount, "/usr/local/bin/orchard", "--version"]));
+    let version = run(Command::new("chroot").args([
+        "--userspec=65532:65532",
+        &mount,
+        "/usr/local/bin/orchard",
+        "--version",
+    ]));
     let _ = buildah(&["rm", &container]);
     let _ = buildah(&["rmi", &tag]);
     let _ = std::fs::remove_dir_all(&work);
-    assert!(version?.starts_with("orchard "), "unexpected --version output");
+    assert!(
+        version?.starts_with("orchard "),
+        "unexpected --version output"
+    );
     Ok(())
 }
 

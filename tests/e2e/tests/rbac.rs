@@ -28,11 +28,19 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Res
         .stderr(std::process::Stdio::piped())
         .spawn()?;
     if let Some(input) = stdin {
-        child.stdin.take().context("stdin")?.write_all(input.as_bytes())?;
+        child
+            .stdin
+            .take()
+            .context("stdin")?
+            .write_all(input.as_bytes())?;
     }
     drop(child.stdin.take());
     let out = child.wait_with_output()?;
-    ensure!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(String::from_utf8(out.stdout)?)
 }
 
@@ -47,7 +55,12 @@ fn rendered(kubeconfig: &Path) -> anyhow::Result<Vec<Value>> {
 
 /// Installs the CRDs and an identity `sa` bound to the manifests' roles, with `rules` as the
 /// ClusterRole; returns its token from the TokenRequest API.
-fn install_identity(kubeconfig: &Path, manifests: &[Value], sa: &str, rules: &Value) -> anyhow::Result<String> {
+fn install_identity(
+    kubeconfig: &Path,
+    manifests: &[Value],
+    sa: &str,
+    rules: &Value,
+) -> anyhow::Result<String> {
     let mut docs = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})];
     for m in manifests {
         let kind = m["kind"].as_str().unwrap_or_default();
@@ -69,8 +82,16 @@ fn install_identity(kubeconfig: &Path, manifests: &[Value], sa: &str, rules: &Va
         docs.push(m);
     }
     let list = json!({"apiVersion": "v1", "kind": "List", "items": docs});
-    kubectl(kubeconfig, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&list.to_string()))?;
-    let token = kubectl(kubeconfig, &["create", "token", sa, "-n", NS, "--duration", "1h"], None)?;
+    kubectl(
+        kubeconfig,
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&list.to_string()),
+    )?;
+    let token = kubectl(
+        kubeconfig,
+        &["create", "token", sa, "-n", NS, "--duration", "1h"],
+        None,
+    )?;
     Ok(token.trim().to_owned())
 }
 
@@ -99,15 +120,28 @@ fn zone_yaml(name: &str, zone: &str, extra: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidden() -> anyhow::Result<()> {
+async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidden()
+-> anyhow::Result<()> {
     let mut s = Scenario::new("rbac").await?;
-    if Path::new(SA_DIR).join("token").exists() && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+    if Path::new(SA_DIR).join("token").exists()
+        && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+    {
         bail!("refusing to overwrite the service account of the pod this test runs in");
     }
     let admin = s.env.admin_kubeconfig.clone();
     let manifests = rendered(&admin)?;
-    let role = manifests.iter().find(|m| m["kind"] == "ClusterRole").context("no ClusterRole in deploy/kustomize")?;
-    let port = s.env.apiserver_url.rsplit(':').next().context("apiserver port")?.trim_end_matches('/').to_owned();
+    let role = manifests
+        .iter()
+        .find(|m| m["kind"] == "ClusterRole")
+        .context("no ClusterRole in deploy/kustomize")?;
+    let port = s
+        .env
+        .apiserver_url
+        .rsplit(':')
+        .next()
+        .context("apiserver port")?
+        .trim_end_matches('/')
+        .to_owned();
     let lease = format!("orchard-{}", s.id);
     let in_pod = [
         ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
@@ -125,11 +159,16 @@ async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidd
     let host = s.start_host_in_cluster(&in_pod)?;
     let zone = s.zone_name("rbac");
     s.apply(&zone_yaml("z", &zone, "")).await?;
-    s.wait_ready(&s.zones, "z").await.with_context(|| format!("host log: {}", host.log.display()))?;
+    s.wait_ready(&s.zones, "z")
+        .await
+        .with_context(|| format!("host log: {}", host.log.display()))?;
     assert!(s.pdns_zone(&zone).await?.is_some());
     s.apply(&zone_yaml("z", &zone, ", account: rbac")).await?;
     s.wait_ready(&s.zones, "z").await?;
-    assert_eq!(s.pdns_zone(&zone).await?.context("zone")?["account"], "rbac");
+    assert_eq!(
+        s.pdns_zone(&zone).await?.context("zone")?["account"],
+        "rbac"
+    );
     s.apply(&format!(
         "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsRecord\nmetadata: {{name: www}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{zoneRef: z, name: www, type: A, records: [192.0.2.7]}}\n"
     ))
@@ -154,11 +193,20 @@ async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidd
     // A Secret nobody guards yet: the guard finalizer must be added, which needs the patch.
     s.create_secret("pdns-fresh").await?;
     let zone = s.zone_name("forbidden");
-    s.apply(&zone_yaml("f", &zone, "").replace("secretName: pdns}", "secretName: pdns-fresh}")).await?;
-    let obj = s.wait_condition(&s.zones, "f", "Progressing", "True", Some("TransientError")).await?;
+    s.apply(&zone_yaml("f", &zone, "").replace("secretName: pdns}", "secretName: pdns-fresh}"))
+        .await?;
+    let obj = s
+        .wait_condition(&s.zones, "f", "Progressing", "True", Some("TransientError"))
+        .await?;
     let message = Scenario::progressing_message(&obj);
-    assert!(message.contains("forbidden") && message.contains("patch") && message.contains("secrets"), "{message}");
-    assert!(s.pdns_zone(&zone).await?.is_none(), "created without its guard in place");
+    assert!(
+        message.contains("forbidden") && message.contains("patch") && message.contains("secrets"),
+        "{message}"
+    );
+    assert!(
+        s.pdns_zone(&zone).await?.is_none(),
+        "created without its guard in place"
+    );
     // Still running (no crash loop), and still retrying with backoff.
     poll_until(CONVERGE, "a second forbidden attempt", || async {
         let log = std::fs::read_to_string(&host.log)?;

@@ -1,0 +1,334 @@
+//! A plugin-parametrised scenario world: its own namespace, Secrets, the `orchard run` host
+//! serving a chosen set of plugins (any language), and helpers that read the apiserver. The
+//! suites of a plugin add helpers that read their external system (see [`crate::rabbitmq`]).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::scenario::{CONVERGE, orchard_bin};
+use crate::{TestEnv, poll_until, unique_suffix};
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+/// What one `orchard run` serves: plugin components, the kinds they manage, and the outbound
+/// destinations they may reach.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    /// Component files (`.wasm`), e.g. from [`crate::scenario::plugin`].
+    pub plugins: Vec<PathBuf>,
+    /// The kinds those plugins serve (their API resources).
+    pub kinds: Vec<ApiResource>,
+    /// `--allow-host` values.
+    pub allow_hosts: Vec<String>,
+}
+
+/// An `orchard run` process; killed when dropped.
+pub struct Host {
+    child: Child,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl Host {
+    /// Whether it is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One scenario's world.
+pub struct Harness {
+    pub env: TestEnv,
+    pub client: Client,
+    pub ns: String,
+    /// A suffix unique to this scenario, for names in external systems.
+    pub id: String,
+    host: HostSpec,
+    hosts_started: u32,
+}
+
+/// A kind of group `group`, version `v1alpha1` and the plural `<kind lowercased>s`.
+pub fn kind(group: &str, kind: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1alpha1".into(),
+        api_version: format!("{group}/v1alpha1"),
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_ascii_lowercase()),
+    }
+}
+
+impl Harness {
+    /// A fresh namespace `e2e-<name>-<suffix>` for a host serving `host`.
+    pub async fn new(name: &str, host: HostSpec) -> anyhow::Result<Self> {
+        let env = TestEnv::load()?;
+        let client = env.admin_client().await?;
+        let id = unique_suffix();
+        let ns = format!("e2e-{name}-{id}").replace('_', "-");
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+            )
+            .await
+            .with_context(|| format!("creating namespace {ns}"))?;
+        Ok(Self {
+            env,
+            client,
+            ns,
+            id,
+            host,
+            hosts_started: 0,
+        })
+    }
+
+    /// The API of one of the served kinds in this namespace.
+    pub fn api(&self, kind: &str) -> Api<DynamicObject> {
+        let resource = self
+            .host
+            .kinds
+            .iter()
+            .find(|r| r.kind == kind)
+            .unwrap_or_else(|| panic!("kind {kind} is not served by this harness"));
+        Api::namespaced_with(self.client.clone(), &self.ns, resource)
+    }
+
+    /// Secrets of this namespace.
+    pub fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Creates a Secret with these string entries.
+    pub async fn create_secret(&self, name: &str, data: &[(&str, &str)]) -> anyhow::Result<()> {
+        let data: serde_json::Map<String, Value> = data
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        let secret = json!({"metadata": {"name": name}, "stringData": data});
+        self.secrets()
+            .create(&PostParams::default(), &serde_json::from_value(secret)?)
+            .await
+            .with_context(|| format!("creating Secret {name}"))?;
+        Ok(())
+    }
+
+    /// Starts `orchard run` for this harness's plugins, scoped to this namespace.
+    pub fn start_host(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+        self.hosts_started += 1;
+        let log = self
+            .env
+            .logs
+            .join(format!("host-{}-{}.log", self.ns, self.hosts_started));
+        let out = std::fs::File::create(&log)?;
+        let bin = orchard_bin();
+        if !bin.is_file() {
+            bail!(
+                "{} is missing: build it first (`cargo build -p orchard`)",
+                bin.display()
+            );
+        }
+        let mut cmd = Command::new(&bin);
+        cmd.arg("run");
+        for plugin in &self.host.plugins {
+            if !plugin.is_file() {
+                bail!(
+                    "plugin {} is missing: build the plugins first (`make plugins`)",
+                    plugin.display()
+                );
+            }
+            cmd.arg("--plugin").arg(plugin);
+        }
+        for allowed in &self.host.allow_hosts {
+            cmd.args(["--allow-host", allowed]);
+        }
+        cmd.args(["--install-crds", "--namespace", &self.ns])
+            .env("KUBECONFIG", &self.env.admin_kubeconfig)
+            .env("ORCHARD_CACHE_DIR", target_dir().join("orchard-cache"))
+            .env("RUST_LOG", "info,orchard=debug")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Host { child, log })
+    }
+
+    /// Server-side applies a manifest (YAML) of a served kind into this namespace.
+    pub async fn apply(&self, yaml: &str) -> anyhow::Result<DynamicObject> {
+        let value: Value = serde_yaml::from_str(yaml)?;
+        let kind = value["kind"].as_str().context("manifest without a kind")?;
+        let name = value["metadata"]["name"]
+            .as_str()
+            .context("manifest without a name")?;
+        Ok(self
+            .api(kind)
+            .patch(
+                name,
+                &PatchParams::apply("e2e").force(),
+                &Patch::Apply(&value),
+            )
+            .await?)
+    }
+
+    /// Deletes an object (without waiting for it to go).
+    pub async fn delete(&self, kind: &str, name: &str) -> anyhow::Result<()> {
+        self.api(kind)
+            .delete(name, &DeleteParams::default())
+            .await?;
+        Ok(())
+    }
+
+    /// The object, now.
+    pub async fn get(&self, kind: &str, name: &str) -> anyhow::Result<DynamicObject> {
+        Ok(self.api(kind).get(name).await?)
+    }
+
+    /// Waits until condition `type_` of the object has `status` (and `reason`, if given) at
+    /// the object's generation.
+    pub async fn wait_condition(
+        &self,
+        kind: &str,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: Option<&str>,
+    ) -> anyhow::Result<DynamicObject> {
+        let api = self.api(kind);
+        let what = format!("{kind} {name}: {type_}={status} {}", reason.unwrap_or(""));
+        poll_until(CONVERGE, &what, || async {
+            let obj = api.get(name).await?;
+            Ok(has_condition(&obj, type_, status, reason).then_some(obj))
+        })
+        .await
+    }
+
+    /// Waits until the object is Available=True and Progressing=False (Success).
+    pub async fn wait_ready(&self, kind: &str, name: &str) -> anyhow::Result<DynamicObject> {
+        let api = self.api(kind);
+        poll_until(CONVERGE, &format!("{kind} {name} to be ready"), || async {
+            let obj = api.get(name).await?;
+            let ready = has_condition(&obj, "Progressing", "False", Some("Success"))
+                && has_condition(&obj, "Available", "True", None);
+            Ok(ready.then_some(obj))
+        })
+        .await
+        .with_context(|| self.host_log_hint())
+    }
+
+    /// Waits until the object no longer exists.
+    pub async fn wait_gone(&self, kind: &str, name: &str) -> anyhow::Result<()> {
+        let api = self.api(kind);
+        poll_until(CONVERGE, &format!("{kind} {name} to be gone"), || async {
+            Ok(api.get_opt(name).await?.is_none().then_some(()))
+        })
+        .await
+    }
+
+    /// Waits until an Event with `reason` was recorded for the object.
+    pub async fn wait_event(&self, name: &str, reason: &str) -> anyhow::Result<()> {
+        poll_until(CONVERGE, &format!("a {reason} event of {name}"), || async {
+            Ok(self
+                .event_reasons(name)
+                .await?
+                .iter()
+                .any(|r| r == reason)
+                .then_some(()))
+        })
+        .await
+    }
+
+    /// The Events recorded for an object, as `reason` strings.
+    pub async fn event_reasons(&self, name: &str) -> anyhow::Result<Vec<String>> {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        Ok(events
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .filter_map(|e| e.reason)
+            .collect())
+    }
+
+    /// Asserts that the object does not change (no retry, no status write) for `period`:
+    /// polls its resourceVersion, which any write would bump.
+    pub async fn assert_unchanged(
+        &self,
+        kind: &str,
+        name: &str,
+        period: Duration,
+    ) -> anyhow::Result<()> {
+        let api = self.api(kind);
+        let version = api.get(name).await?.metadata.resource_version;
+        let until = tokio::time::Instant::now() + period;
+        while tokio::time::Instant::now() < until {
+            let now = api.get(name).await?.metadata.resource_version;
+            anyhow::ensure!(now == version, "{kind} {name} changed: a terminal failure was retried");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Ok(())
+    }
+
+    /// The object's finalizers.
+    pub async fn finalizers(&self, kind: &str, name: &str) -> anyhow::Result<Vec<String>> {
+        Ok(self.get(kind, name).await?.finalizers().to_vec())
+    }
+
+    fn host_log_hint(&self) -> String {
+        format!(
+            "host logs: {}/host-{}-*.log",
+            self.env.logs.display(),
+            self.ns
+        )
+    }
+}
+
+/// Whether the object has condition `type_` with `status` (and `reason`) at its generation.
+pub fn has_condition(obj: &DynamicObject, type_: &str, status: &str, reason: Option<&str>) -> bool {
+    let generation = obj.metadata.generation;
+    obj.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| {
+            c.iter().any(|c| {
+                c["type"] == type_
+                    && c["status"] == status
+                    && reason.is_none_or(|r| c["reason"] == r)
+                    && c["observedGeneration"].as_i64() == generation
+            })
+        })
+}
+
+/// The Progressing condition's message.
+pub fn progressing_message(obj: &DynamicObject) -> String {
+    obj.data["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Progressing"))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
