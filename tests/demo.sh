@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 STATE=${ORCHARD_TESTENV_DIR:-$PWD/.testenv}
 PIDFILE=$STATE/pids/demo-host.pid
+TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 
 say() { printf '\n== %s\n' "$*"; }
 
@@ -31,9 +32,9 @@ case ${1:-up} in
     set -a; . "$STATE/env"; set +a
     say "orchard run (log: $STATE/logs/demo-host.log)"
     stop_host
-    ./target/debug/orchard run \
-      --plugin target/wasm32-wasip2/plugin/pdns_zone.wasm \
-      --plugin target/wasm32-wasip2/plugin/pdns_record.wasm \
+    "$TARGET/debug/orchard" run \
+      --plugin "$TARGET/wasm32-wasip2/plugin/pdns_zone.wasm" \
+      --plugin "$TARGET/wasm32-wasip2/plugin/pdns_record.wasm" \
       --allow-host "$PDNS_API_URL" --install-crds --admin-addr 127.0.0.1:9090 \
       >"$STATE/logs/demo-host.log" 2>&1 &
     echo $! >"$PIDFILE"
