@@ -348,7 +348,10 @@ impl RunArgs {
             }
             .await;
             match loaded {
-                Ok(plugin) => plugins.push(plugin),
+                Ok(plugin) => {
+                    metrics::global().plugin_loaded(&plugin.1.name);
+                    plugins.push(plugin);
+                }
                 Err(e) => {
                     metrics::global().plugin_load_failed(&name);
                     return Err(e.context(format!("loading plugin {}", path.display())));

@@ -185,6 +185,13 @@ impl Metrics {
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
+    /// A plugin loaded: its failure counter starts at zero (so the series exists to alert on).
+    pub fn plugin_loaded(&self, plugin: &str) {
+        let _ = self.load_failures.get_or_create(&PluginLabels {
+            plugin: plugin.to_owned(),
+        });
+    }
+
     /// A plugin failed to load.
     pub fn plugin_load_failed(&self, plugin: &str) {
         self.load_failures

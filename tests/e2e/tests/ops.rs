@@ -93,6 +93,14 @@ async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls() -
     }
     assert!(sample(&metrics, "orchard_queue_depth", &[zone_labels[0]]).is_some());
     assert_eq!(sample(&metrics, "orchard_leader", &[]), Some(1.0));
+    assert_eq!(
+        sample(
+            &metrics,
+            "orchard_plugin_load_failures_total",
+            &[zone_labels[0]]
+        ),
+        Some(0.0)
+    );
     Ok(())
 }
 
