@@ -84,10 +84,11 @@ fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)> {
                 .map(|name| (decl.kind.clone(), name.to_owned()))
         })
         .collect();
-    if d.needs_credentials {
-        if let Some(name) = spec["credentialsRef"]["secretName"].as_str() {
-            refs.push((SECRET.to_owned(), name.to_owned()));
-        }
+    if let Some(name) = spec["credentialsRef"]["secretName"]
+        .as_str()
+        .filter(|_| d.needs_credentials)
+    {
+        refs.push((SECRET.to_owned(), name.to_owned()));
     }
     refs
 }
