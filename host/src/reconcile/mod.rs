@@ -146,18 +146,11 @@ impl Context {
     fn kube_error(&self, action: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
         let kind = self.description.kind.clone();
         let name = name.to_owned();
-        move |source| {
-            if let kube::Error::Api(e) = &source {
-                if e.code == 403 {
-                    tracing::error!(%kind, %name, action, message = %e.message, "forbidden: the host's RBAC does not allow this");
-                }
-            }
-            Error::Kube {
-                action,
-                kind,
-                name,
-                source,
-            }
+        move |source| Error::Kube {
+            action,
+            kind,
+            name,
+            source,
         }
     }
 
