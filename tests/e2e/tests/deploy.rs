@@ -46,6 +46,12 @@ fn docs(yaml: &str) -> anyhow::Result<Vec<Value>> {
 }
 
 fn server_dry_run(env: &TestEnv, manifests: &[Value]) -> anyhow::Result<()> {
+    // Namespaced objects need their namespace to exist, even for a dry run.
+    let _ = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&env.admin_kubeconfig)
+        .args(["create", "namespace", "orchard-system"])
+        .output();
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": manifests});
     let file = env
         .dir
@@ -159,23 +165,6 @@ fn env_version(env: &TestEnv) -> String {
 async fn the_kustomize_base_is_accepted_by_the_apiserver() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let manifests = kustomize(&env)?;
-    // The namespace must exist for a dry run of namespaced objects.
-    run(Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&env.admin_kubeconfig)
-        .args([
-            "create",
-            "namespace",
-            "orchard-system",
-            "--dry-run=client",
-            "-o",
-            "yaml",
-        ]))?;
-    let _ = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&env.admin_kubeconfig)
-        .args(["create", "namespace", "orchard-system"])
-        .output();
     server_dry_run(&env, &manifests)?;
     Ok(())
 }
