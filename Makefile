@@ -4,7 +4,15 @@ export CARGO_BUILD_JOBS ?= 2
 
 PLUGINS := -p pdns-zone -p pdns-record -p orchard-fixture-faulty -p orchard-fixture-echo
 
-.PHONY: test demo demo-down plugins deps env-up env-down bench fmt lint
+# Python and JavaScript plugins, built by their SDKs' build commands into the same folder.
+PLUGIN_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin
+PY_SDK := $(wildcard sdk/python/orchard_sdk/*.py) sdk/python/build.sh sdk/python/requirements.txt
+JS_SDK := $(wildcard sdk/js/src/*.js) sdk/js/build.mjs sdk/js/package-lock.json
+WIT := $(wildcard wit/*.wit wit/deps/*/*.wit)
+RABBITMQ_CLIENT := plugins/rabbitmq-client/rabbitmq_client.py
+GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.wasm $(PLUGIN_DIR)/rabbitmq_user.wasm
+
+.PHONY: test demo demo-down plugins rust-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
 
 ## Every test: installs what it needs, builds the plugins, brings the test environment up,
 ## runs all suites, and brings the environment down even when a test fails.
@@ -22,9 +30,28 @@ demo-down:
 deps:
 	bash tests/env/install-deps.sh
 
-## Builds every plugin component from source (target/wasm32-wasip2/plugin/*.wasm).
-plugins:
+## Builds every plugin component from source (target/wasm32-wasip2/plugin/*.wasm): Rust,
+## Python (componentize-py) and JavaScript (componentize-js).
+plugins: rust-plugins guest-plugins
+
+rust-plugins:
 	cargo build --profile plugin --target wasm32-wasip2 $(PLUGINS)
+
+## componentize-py (a venv) and the npm packages of sdk/js; quick when already there.
+guest-tools:
+	bash sdk/install-tools.sh
+
+guest-plugins: guest-tools
+	@$(MAKE) --no-print-directory $(GUEST_PLUGINS)
+
+$(PLUGIN_DIR)/rabbitmq_vhost.wasm: $(wildcard plugins/rabbitmq-vhost/*.py) $(RABBITMQ_CLIENT) $(PY_SDK) $(WIT)
+	sdk/python/build.sh plugins/rabbitmq-vhost $@ plugins/rabbitmq-client
+
+$(PLUGIN_DIR)/rabbitmq_queue.wasm: $(wildcard plugins/rabbitmq-queue/*.py) $(RABBITMQ_CLIENT) $(PY_SDK) $(WIT)
+	sdk/python/build.sh plugins/rabbitmq-queue $@ plugins/rabbitmq-client
+
+$(PLUGIN_DIR)/rabbitmq_user.wasm: $(wildcard plugins/rabbitmq-user/*.js) $(JS_SDK) $(WIT)
+	sdk/js/build.sh plugins/rabbitmq-user $@
 
 env-up:
 	bash tests/env/testenv.sh up

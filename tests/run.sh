@@ -13,6 +13,10 @@ rustup target add wasm32-wasip2 >/dev/null
 step "plugins (wasm32-wasip2)"
 make --no-print-directory plugins
 
+step "SDK unit tests (Python, JavaScript)"
+python3 -m unittest discover -s sdk/python/tests
+(cd sdk/js && npm test --silent)
+
 step "host and test binaries"
 # (`cargo test` builds the orchard binary too: integration tests need it, same features.)
 cargo test --workspace --no-run

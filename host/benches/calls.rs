@@ -2,7 +2,8 @@
 //!
 //! - `call/get_by_id/*`: one `get-by-id` on the echo fixture (no I/O), through a fresh store and
 //!   instance from the component (`component`) and through the same actuator linked natively
-//!   (`native`); the difference is the Wasm boundary.
+//!   (`native`); the difference is the Wasm boundary. `component_bare_object` is the same call
+//!   with an object without spec, labels or annotations: the fixed cost of a fresh instance.
 //! - `load/*/compile_cold`: `Runtime::load` with no cache directory (Cranelift compiles the
 //!   component every time).
 //! - `load/*/cached`: `Runtime::load` from a warm compiled-component cache (hash the bytes,
@@ -116,6 +117,17 @@ fn calls(c: &mut Criterion) {
         bench
             .to_async(&rt)
             .iter(|| async { wasm.get_by_id(&obj, "example.org.").await.unwrap() });
+    });
+    // The fixed cost of a fresh instance: the same call with an object that has no spec,
+    // labels or annotations (next to nothing to copy in, parse or write out).
+    let bare = ManagedObject {
+        name: "example-org".into(),
+        ..ManagedObject::default()
+    };
+    group.bench_function("component_bare_object", |bench| {
+        bench
+            .to_async(&rt)
+            .iter(|| async { wasm.get_by_id(&bare, "example.org.").await.unwrap() });
     });
     group.bench_function("native", |bench| {
         bench

@@ -209,8 +209,17 @@ fn init_tracing(format: LogFormat) {
 }
 
 fn print(value: &Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+    write_stdout(&serde_json::to_string_pretty(value)?)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 impl Command {
@@ -230,8 +239,7 @@ impl Command {
                         .runtime()?
                         .load_file(&plugin, None, sandbox.plugin_config()?)?;
                 let crd = crate::crd::crd(&actuator.describe().await?);
-                print!("{}", serde_yaml::to_string(&crd)?);
-                Ok(())
+                write_stdout(serde_yaml::to_string(&crd)?.trim_end())
             }
             Self::Run(args) => args.run().await,
         }

@@ -174,12 +174,14 @@ pub enum Purpose {
 }
 
 fn is_available(obj: &DynamicObject) -> bool {
-    obj.data["status"]["conditions"]
-        .as_array()
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Available" && c["status"] == "True")
-        })
+    // Secrets have no conditions: one that exists is ready (ORC's credentials rule).
+    obj.types.as_ref().is_some_and(|t| t.kind == SECRET)
+        || obj.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Available" && c["status"] == "True")
+            })
 }
 
 /// Resolves the dependencies and credentials of `obj` for `purpose`; puts guard finalizers
@@ -418,8 +420,10 @@ async fn release_guard(dep: Arc<DynamicObject>, g: Arc<GuardContext>) -> Result<
     }
     let users = dependents(&ctx.description, &ctx.store, &g.kind, &dep);
     if !users.is_empty() {
+        // The cache may not have seen a dependent's deletion yet: look again soon rather than
+        // wait for an event that may already have passed.
         tracing::debug!(plugin = ctx.plugin(), dependency = %dep.name_any(), users = users.len(), "dependency still in use");
-        return Ok(Action::await_change());
+        return Ok(Action::requeue(std::time::Duration::from_secs(1)));
     }
     tracing::info!(plugin = ctx.plugin(), kind = %g.kind, dependency = %dep.name_any(), "releasing deletion guard");
     apply_finalizers(ctx, &g.resource, &dep, json!([])).await?;

@@ -4,7 +4,9 @@
 #      `apt-get install -y`), with service auto-start suppressed during the install;
 #   2. stop and disable the system services those packages ship (pdns, rabbitmq-server,
 #      docker-registry, epmd), so they hold no ports: testenv.sh runs its own instances;
-#   3. build (or find cached) kube-apiserver + etcd via build-k8s.sh.
+#   3. build (or find cached) kube-apiserver + etcd via build-k8s.sh;
+#   4. the Python and JavaScript plugin toolchains (componentize-py in a venv, the npm
+#      packages of sdk/js) via sdk/install-tools.sh.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,6 +28,8 @@ declare -A PROBE=(
   [sqlite3]=/usr/bin/sqlite3
   [rabbitmq-server]=/usr/lib/rabbitmq/bin/rabbitmq-server
   [iproute2]=/usr/bin/ss
+  [nodejs]=/usr/bin/node
+  [npm]=/usr/bin/npm
   [buildah]=/usr/bin/buildah
 )
 missing=()
@@ -72,6 +76,8 @@ else
     "${SUDO[@]}" epmd -kill >/dev/null 2>&1 || true
   fi
 fi
+
+bash "$SCRIPT_DIR/../../sdk/install-tools.sh"
 
 "$SCRIPT_DIR/build-k8s.sh" >/dev/null
 log "ready (kube-apiserver + etcd in $("$SCRIPT_DIR/build-k8s.sh"))"

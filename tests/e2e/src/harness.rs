@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -133,6 +134,7 @@ impl Harness {
 
     /// Starts `orchard run` for this harness's plugins, scoped to this namespace.
     pub fn start_host(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+        warm_cache(&self.host.plugins)?;
         self.hosts_started += 1;
         let log = self
             .env
@@ -175,6 +177,22 @@ impl Harness {
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         Ok(Host { child, log })
+    }
+
+    /// Waits until every served kind is served by the apiserver (a host started with
+    /// `--install-crds` installs them; the first run on an apiserver has to wait for it).
+    pub async fn wait_kinds(&self) -> anyhow::Result<()> {
+        for resource in &self.host.kinds {
+            let api = self.api(&resource.kind);
+            poll_until(
+                CONVERGE,
+                &format!("the CRD of {} to be served", resource.kind),
+                || async { Ok(api.list(&Default::default()).await.ok().map(drop)) },
+            )
+            .await
+            .with_context(|| self.host_log_hint())?;
+        }
+        Ok(())
     }
 
     /// Server-side applies a manifest (YAML) of a served kind into this namespace.
@@ -288,7 +306,10 @@ impl Harness {
         let until = tokio::time::Instant::now() + period;
         while tokio::time::Instant::now() < until {
             let now = api.get(name).await?.metadata.resource_version;
-            anyhow::ensure!(now == version, "{kind} {name} changed: a terminal failure was retried");
+            anyhow::ensure!(
+                now == version,
+                "{kind} {name} changed: a terminal failure was retried"
+            );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         Ok(())
@@ -306,6 +327,39 @@ impl Harness {
             self.ns
         )
     }
+}
+
+/// Compiles each plugin once per test process into the hosts' compiled-component cache, with
+/// `orchard describe`, before any host loads it: compiling a Python or JavaScript component
+/// takes tens of seconds on a cold cache, which must not eat into a scenario's deadlines.
+/// Concurrent tests wait for each other here.
+fn warm_cache(plugins: &[PathBuf]) -> anyhow::Result<()> {
+    static WARM: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut warm = WARM
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for plugin in plugins {
+        if warm.contains(plugin) {
+            continue;
+        }
+        let out = Command::new(orchard_bin())
+            .arg("describe")
+            .arg(plugin)
+            .env("ORCHARD_CACHE_DIR", target_dir().join("orchard-cache"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running orchard describe {}", plugin.display()))?;
+        if !out.status.success() {
+            bail!(
+                "orchard describe {} failed: {}",
+                plugin.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        warm.push(plugin.clone());
+    }
+    Ok(())
 }
 
 /// Whether the object has condition `type_` with `status` (and `reason`) at its generation.

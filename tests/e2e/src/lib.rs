@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub mod harness;
+pub mod rabbitmq;
 pub mod scenario;
+pub mod scenarios;
 
 use anyhow::{Context, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};

@@ -1,0 +1,274 @@
+// RabbitMQ users as Kubernetes objects (`RabbitUser.rabbitmq.orchard.dev`).
+//
+// - identity: the user's name, which is also its id;
+// - adoption: a user with the same name;
+// - import filter: `name`, `tag`, matched exactly;
+// - mutable through reconcilers: `tags`, the password (`password`: the value of key
+//   `passwordKey` of the credentials Secret; no key, no password) and `permissions` (one
+//   entry per vhost); immutable: `name`.
+//
+// The password never leaves the plugin: the state and `status.resource` only say whether the
+// user has one.
+
+import { Actuator, Status, exportActuator, http } from 'orchard-sdk';
+
+const TAGS = 'tags';
+const PASSWORD = 'password';
+const PERMISSIONS = 'permissions';
+
+class Client {
+  constructor(obj) {
+    this.base = `${obj.credential('url').replace(/\/+$/, '')}/api`;
+    this.auth = [obj.credential('username'), obj.credential('password')];
+  }
+
+  async request(method, path, json) {
+    return http.request(method, this.base + path, { json, auth: this.auth });
+  }
+
+  /** The JSON at `path`; `undefined` on 404. */
+  async get(path, what) {
+    const r = await this.request('GET', path);
+    if (r.status === 404) return undefined;
+    return r.raiseForStatus(what).json();
+  }
+
+  async send(method, path, what, json) {
+    (await this.request(method, path, json)).raiseForStatus(what);
+  }
+
+  async remove(path, what) {
+    const r = await this.request('DELETE', path);
+    if (r.status !== 404) r.raiseForStatus(what);
+  }
+
+  user(name) {
+    return this.get(`/users/${http.quote(name)}`, `get user ${name}`);
+  }
+
+  async users() {
+    return (await this.get('/users', 'list users')) ?? [];
+  }
+
+  async permissions(name) {
+    return (await this.get(`/users/${http.quote(name)}/permissions`, `get permissions of ${name}`)) ?? [];
+  }
+
+  /** Creates or updates a user; `credentials` is `{password}` or `{password_hash, hashing_algorithm}`. */
+  putUser(name, tags, credentials) {
+    return this.send('PUT', `/users/${http.quote(name)}`, `put user ${name}`, { tags: tags.join(','), ...credentials });
+  }
+
+  deleteUser(name) {
+    return this.remove(`/users/${http.quote(name)}`, `delete user ${name}`);
+  }
+
+  setPermission(user, p) {
+    return this.send('PUT', `/permissions/${http.quote(p.vhost)}/${http.quote(user)}`, `set permissions of ${user} on vhost ${p.vhost}`, {
+      configure: p.configure,
+      write: p.write,
+      read: p.read,
+    });
+  }
+
+  deletePermission(user, vhost) {
+    return this.remove(`/permissions/${http.quote(vhost)}/${http.quote(user)}`, `delete permissions of ${user} on vhost ${vhost}`);
+  }
+}
+
+function tagsOf(u) {
+  const tags = Array.isArray(u.tags) ? u.tags : String(u.tags || '').split(',');
+  return tags.filter((t) => t !== '').sort();
+}
+
+async function fetchUser(client, name, u) {
+  u = u ?? (await client.user(name));
+  if (u === undefined) return undefined;
+  const permissions = (await client.permissions(name))
+    .map((p) => ({ vhost: p.vhost, configure: p.configure, write: p.write, read: p.read }))
+    .sort((a, b) => (a.vhost < b.vhost ? -1 : a.vhost > b.vhost ? 1 : 0));
+  return {
+    id: u.name,
+    state: { name: u.name, tags: tagsOf(u), hasPassword: Boolean(u.password_hash), permissions },
+  };
+}
+
+const HASHES = { rabbit_password_hashing_sha256: 'SHA-256', rabbit_password_hashing_sha512: 'SHA-512' };
+
+/** Whether `password` is the one behind RabbitMQ's salted hash (base64 of salt[4] ++ H(salt ++ password)). */
+async function passwordMatches(user, password) {
+  const algorithm = HASHES[user.hashing_algorithm];
+  if (!algorithm || !user.password_hash) return false;
+  const stored = Uint8Array.from(atob(user.password_hash), (c) => c.charCodeAt(0));
+  const salt = stored.slice(0, 4);
+  const secret = new TextEncoder().encode(password);
+  const salted = new Uint8Array(salt.length + secret.length);
+  salted.set(salt);
+  salted.set(secret, salt.length);
+  const digest = new Uint8Array(await crypto.subtle.digest(algorithm, salted));
+  return digest.length === stored.length - 4 && digest.every((b, i) => b === stored[i + 4]);
+}
+
+function keepPassword(u) {
+  return { password_hash: u.password_hash ?? '', hashing_algorithm: u.hashing_algorithm };
+}
+
+const PATTERN = { type: 'string', maxLength: 1024, default: '.*' };
+
+class User extends Actuator {
+  describe() {
+    return {
+      name: 'rabbitmq-user',
+      group: 'rabbitmq.orchard.dev',
+      version: 'v1alpha1',
+      kind: 'RabbitUser',
+      plural: 'rabbitusers',
+      resourceSchema: {
+        type: 'object',
+        required: ['name'],
+        properties: {
+          name: {
+            type: 'string', minLength: 1, maxLength: 255,
+            'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'name is immutable' }],
+          },
+          tags: { type: 'array', maxItems: 16, items: { type: 'string', maxLength: 64, pattern: '^[^,]+$' } },
+          passwordKey: { type: 'string', maxLength: 253 },
+          permissions: {
+            type: 'array', maxItems: 64,
+            'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['vhost'],
+            items: {
+              type: 'object', required: ['vhost'],
+              properties: { vhost: { type: 'string', maxLength: 255 }, configure: PATTERN, write: PATTERN, read: PATTERN },
+            },
+          },
+        },
+      },
+      filterSchema: {
+        type: 'object',
+        minProperties: 1,
+        properties: { name: { type: 'string', maxLength: 255 }, tag: { type: 'string', maxLength: 64 } },
+      },
+      observedSchema: {
+        type: 'object',
+        properties: {
+          name: { type: 'string' },
+          tags: { type: 'array', items: { type: 'string' } },
+          hasPassword: { type: 'boolean' },
+          permissions: {
+            type: 'array',
+            items: { type: 'object', properties: { vhost: { type: 'string' }, configure: { type: 'string' }, write: { type: 'string' }, read: { type: 'string' } } },
+          },
+        },
+      },
+      dependencies: [],
+      needsCredentials: true,
+    };
+  }
+
+  parseSpec(spec) {
+    const known = new Set(['name', 'tags', 'passwordKey', 'permissions']);
+    const unknown = Object.keys(spec).filter((k) => !known.has(k));
+    if (unknown.length) throw new Error(`unknown field ${JSON.stringify(unknown[0])}`);
+    return {
+      name: spec.name,
+      tags: [...(spec.tags ?? [])].sort(),
+      passwordKey: spec.passwordKey,
+      permissions: (spec.permissions ?? []).map((p) => ({
+        vhost: p.vhost,
+        configure: p.configure ?? '.*',
+        write: p.write ?? '.*',
+        read: p.read ?? '.*',
+      })),
+    };
+  }
+
+  /** The password the spec asks for, from the credentials Secret; `undefined` for none. */
+  password(obj) {
+    const key = obj.requireSpec().passwordKey;
+    return key === undefined ? undefined : obj.credential(key);
+  }
+
+  getById(obj, id) {
+    return fetchUser(new Client(obj), id);
+  }
+
+  async listForAdoption(obj) {
+    if (obj.spec === undefined) return undefined;
+    // The name is the user's identity: at most one can match.
+    const found = await fetchUser(new Client(obj), obj.spec.name);
+    return found ? [found] : [];
+  }
+
+  async listForImport(obj, filter) {
+    const client = new Client(obj);
+    const matches = (await client.users()).filter(
+      (u) => (filter.name === undefined || u.name === filter.name) && (filter.tag === undefined || tagsOf(u).includes(filter.tag)),
+    );
+    return Promise.all(matches.map((u) => fetchUser(client, u.name, u)));
+  }
+
+  async create(obj) {
+    const spec = obj.requireSpec();
+    const password = this.password(obj);
+    // One request creates the user with its tags and password: nothing fallible follows it
+    // (permissions have their reconciler).
+    await new Client(obj).putUser(spec.name, spec.tags, password === undefined ? { password_hash: '' } : { password });
+    return { id: spec.name, state: { name: spec.name, tags: spec.tags, hasPassword: password !== undefined, permissions: [] } };
+  }
+
+  async delete(obj, res) {
+    await new Client(obj).deleteUser(res.id);
+    return Status.done();
+  }
+
+  reconcilers() {
+    return [TAGS, PASSWORD, PERMISSIONS];
+  }
+
+  async runReconciler(name, obj, res) {
+    const spec = obj.requireSpec();
+    const client = new Client(obj);
+    if (name === TAGS) {
+      if (JSON.stringify(res.state.tags) === JSON.stringify(spec.tags)) return Status.done();
+      const u = await client.user(res.id);
+      if (u === undefined) return Status.needsRefresh('user is gone');
+      await client.putUser(res.id, spec.tags, keepPassword(u));
+      return Status.needsRefresh('tags updated');
+    }
+    if (name === PASSWORD) {
+      const password = this.password(obj);
+      const u = await client.user(res.id);
+      if (u === undefined) return Status.needsRefresh('user is gone');
+      if (password === undefined) {
+        if (!u.password_hash) return Status.done();
+        await client.putUser(res.id, tagsOf(u), { password_hash: '' });
+        return Status.needsRefresh('password removed');
+      }
+      if (await passwordMatches(u, password)) return Status.done();
+      await client.putUser(res.id, tagsOf(u), { password });
+      return Status.needsRefresh('password updated');
+    }
+    if (name === PERMISSIONS) {
+      const have = new Map(res.state.permissions.map((p) => [p.vhost, p]));
+      const want = new Map(spec.permissions.map((p) => [p.vhost, p]));
+      let changed = false;
+      for (const [vhost, p] of want) {
+        const h = have.get(vhost);
+        if (!h || h.configure !== p.configure || h.write !== p.write || h.read !== p.read) {
+          await client.setPermission(res.id, p);
+          changed = true;
+        }
+      }
+      for (const vhost of have.keys()) {
+        if (!want.has(vhost)) {
+          await client.deletePermission(res.id, vhost);
+          changed = true;
+        }
+      }
+      return changed ? Status.needsRefresh('permissions updated') : Status.done();
+    }
+    return super.runReconciler(name, obj, res);
+  }
+}
+
+export const actuator = exportActuator(User);

@@ -1,0 +1,224 @@
+"""RabbitMQ virtual hosts as Kubernetes objects (``RabbitVhost.rabbitmq.orchard.dev``).
+
+- identity: the vhost's name, which is also its id;
+- adoption: a vhost with the same name;
+- import filter: ``name``, ``description``, ``tag``, matched exactly;
+- mutable through reconcilers: ``description``, ``tags``, ``tracing`` (``metadata``) and
+  ``maxConnections``, ``maxQueues`` (``limits``, one optional sub-resource each); immutable:
+  ``name``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from orchard_sdk import (
+    Actuator as Base,
+    Description,
+    Object,
+    Resource,
+    ResourceHandler,
+    Status,
+    ensure,
+    export,
+)
+from rabbitmq_client import Client
+
+
+@dataclass
+class VhostSpec:
+    """``spec.resource``."""
+
+    name: str
+    description: str = ""
+    tags: List[str] = field(default_factory=list)
+    tracing: bool = False
+    max_connections: Optional[int] = None
+    max_queues: Optional[int] = None
+
+
+@dataclass
+class VhostFilter:
+    """``spec.import.filter``."""
+
+    name: Optional[str] = None
+    description: Optional[str] = None
+    tag: Optional[str] = None
+
+
+@dataclass
+class VhostState:
+    """What the actuator remembers of a vhost."""
+
+    name: str
+    description: str = ""
+    tags: List[str] = field(default_factory=list)
+    tracing: bool = False
+    #: RabbitMQ's limits, e.g. ``{"max-queues": 10}``.
+    limits: Dict[str, int] = field(default_factory=dict)
+
+
+METADATA = "metadata"
+LIMITS = "limits"
+#: spec field -> RabbitMQ limit name.
+LIMIT_NAMES = {"max_connections": "max-connections", "max_queues": "max-queues"}
+
+
+def state_of(v: dict, limits: Dict[str, int]) -> VhostState:
+    tags = v.get("tags") or []
+    if isinstance(tags, str):  # older RabbitMQ answers "a,b"
+        tags = [t for t in tags.split(",") if t]
+    return VhostState(
+        name=v["name"],
+        description=v.get("description") or "",
+        tags=sorted(tags),
+        tracing=bool(v.get("tracing", False)),
+        limits=limits,
+    )
+
+
+def fetch(client: Client, name: str) -> Optional[Resource[VhostState]]:
+    v = client.vhost(name)
+    if v is None:
+        return None
+    return Resource(v["name"], state_of(v, client.vhost_limits(name)))
+
+
+class Limit(ResourceHandler[int]):
+    """One vhost limit: set when the spec gives it, removed when it does not."""
+
+    def __init__(self, client: Client, vhost: VhostState, limit: str, desired: Optional[int]):
+        self.client, self.vhost, self.name, self.desired = client, vhost, limit, desired
+
+    def is_required(self) -> bool:
+        return self.desired is not None
+
+    def current(self) -> Optional[int]:
+        return self.vhost.limits.get(self.name)
+
+    def create(self) -> None:
+        self.client.set_vhost_limit(self.vhost.name, self.name, self.desired)
+
+    def update(self, current: int) -> bool:
+        if current == self.desired:
+            return False
+        self.create()
+        return True
+
+    def delete(self, current: int) -> None:
+        self.client.delete_vhost_limit(self.vhost.name, self.name)
+
+
+class Vhost(Base):
+    spec_type = VhostSpec
+    filter_type = VhostFilter
+    state_type = VhostState
+
+    def describe(self) -> Description:
+        return Description(
+            name="rabbitmq-vhost",
+            group="rabbitmq.orchard.dev",
+            version="v1alpha1",
+            kind="RabbitVhost",
+            plural="rabbitvhosts",
+            resource_schema={
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": 255,
+                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
+                    "description": {"type": "string", "maxLength": 1024},
+                    "tags": {"type": "array", "maxItems": 32,
+                             "items": {"type": "string", "maxLength": 64, "pattern": "^[^,]+$"}},
+                    "tracing": {"type": "boolean"},
+                    "maxConnections": {"type": "integer", "minimum": 0},
+                    "maxQueues": {"type": "integer", "minimum": 0},
+                },
+            },
+            filter_schema={
+                "type": "object",
+                "minProperties": 1,
+                "properties": {
+                    "name": {"type": "string", "maxLength": 255},
+                    "description": {"type": "string", "maxLength": 1024},
+                    "tag": {"type": "string", "maxLength": 64},
+                },
+            },
+            observed_schema={
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "tracing": {"type": "boolean"},
+                    "maxConnections": {"type": "integer"},
+                    "maxQueues": {"type": "integer"},
+                },
+            },
+            needs_credentials=True,
+        )
+
+    def get_by_id(self, obj: Object[VhostSpec], id: str) -> Optional[Resource[VhostState]]:
+        return fetch(Client.for_object(obj), id)
+
+    def list_for_adoption(self, obj: Object[VhostSpec]) -> Optional[List[Resource[VhostState]]]:
+        if obj.spec is None:
+            return None
+        # The name is the vhost's identity: at most one can match.
+        found = fetch(Client.for_object(obj), obj.spec.name)
+        return [found] if found else []
+
+    def list_for_import(self, obj: Object[VhostSpec], f: VhostFilter) -> List[Resource[VhostState]]:
+        client = Client.for_object(obj)
+        matches = [
+            v for v in client.vhosts()
+            if (f.name is None or v["name"] == f.name)
+            and (f.description is None or (v.get("description") or "") == f.description)
+            and (f.tag is None or f.tag in (v.get("tags") or []))
+        ]
+        return [Resource(v["name"], state_of(v, client.vhost_limits(v["name"]))) for v in matches]
+
+    def create(self, obj: Object[VhostSpec]) -> Resource[VhostState]:
+        spec = obj.require_spec()
+        tags = sorted(spec.tags)
+        # One request creates the vhost with its metadata: nothing fallible follows it (the
+        # limits are set by their reconciler).
+        Client.for_object(obj).put_vhost(spec.name, spec.description, tags, spec.tracing)
+        return Resource(spec.name, VhostState(spec.name, spec.description, tags, spec.tracing, {}))
+
+    def delete(self, obj: Object[VhostSpec], res: Resource[VhostState]) -> Status:
+        Client.for_object(obj).delete_vhost(res.id)
+        return Status.done()
+
+    def reconcilers(self, obj, res) -> List[str]:
+        return [METADATA, LIMITS]
+
+    def run_reconciler(self, name: str, obj: Object[VhostSpec], res: Resource[VhostState]) -> Status:
+        spec = obj.require_spec()
+        client = Client.for_object(obj)
+        have = res.state
+        if name == METADATA:
+            if (have.description, sorted(have.tags), have.tracing) == (
+                spec.description, sorted(spec.tags), spec.tracing
+            ):
+                return Status.done()
+            client.put_vhost(res.id, spec.description, sorted(spec.tags), spec.tracing)
+            return Status.needs_refresh("vhost metadata updated")
+        if name == LIMITS:
+            status = Status.done()
+            for attr, limit in LIMIT_NAMES.items():
+                status = status.and_(ensure(Limit(client, have, limit, getattr(spec, attr))))
+            return status
+        return super().run_reconciler(name, obj, res)
+
+    def observed(self, res: Resource[VhostState]) -> dict:
+        s = res.state
+        out = {"name": s.name, "description": s.description, "tags": s.tags, "tracing": s.tracing}
+        for attr, limit in LIMIT_NAMES.items():
+            if limit in s.limits:
+                out["maxConnections" if attr == "max_connections" else "maxQueues"] = s.limits[limit]
+        return out
+
+
+Actuator = export(Vhost)

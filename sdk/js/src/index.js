@@ -1,0 +1,16 @@
+// orchard-sdk for JavaScript: write an Orchard actuator as a WebAssembly component with
+// componentize-js.
+//
+//   import { Actuator, exportActuator, http, Status } from 'orchard-sdk';
+//   class User extends Actuator { ... }
+//   export const actuator = exportActuator(User);
+//
+// Build with `sdk/js/build.sh <plugin-dir> <out.wasm>` (it bundles `app.js` with this SDK and
+// componentizes the bundle against `wit/`).
+
+export { Actuator, exportActuator } from './actuator.js';
+export { Failure, InvalidConfiguration, Transient, Unrecoverable, fromException } from './errors.js';
+export { ResourceHandler, ensure } from './handler.js';
+export { Availability, ManagedObject, Status, WaitEvent, guardedDependency } from './types.js';
+export * as http from './http.js';
+export * as log from './log.js';

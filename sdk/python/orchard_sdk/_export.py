@@ -1,0 +1,205 @@
+"""The glue between componentize-py's generated bindings and :class:`~orchard_sdk.actuator.Raw`:
+one export class for every :class:`~orchard_sdk.Actuator`. Used through
+:func:`orchard_sdk.export`."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, List, Optional, Tuple, Type
+
+from .actuator import Actuator, Raw
+from .codec import prepare
+from .errors import Failure
+from .types import (
+    Availability,
+    Dependency,
+    Description,
+    NeedsRefresh,
+    Object,
+    Resource,
+    Status,
+    WaitEvent,
+    WaitingOnExternal,
+    WaitingOnObject,
+)
+
+try:  # inside a component
+    from componentize_py_types import Err
+    from wit_world import exports as _exports
+    from wit_world.imports import orchard_actuator_types as wit
+
+    _Protocol: Any = _exports.Actuator
+except ImportError:  # natively: the class can be made, not called
+    wit = None
+    _Protocol = object
+
+
+def _object(o: Any) -> Object:
+    return Object(
+        name=o.name,
+        namespace=o.namespace,
+        uid=o.uid,
+        generation=o.generation,
+        labels=dict(o.labels),
+        annotations=dict(o.annotations),
+        spec=o.spec,
+        status_id=o.status_id,
+        dependencies=[
+            Dependency(d.name, d.kind, d.object, d.id, d.observed) for d in o.dependencies
+        ],
+        credentials={k: bytes(v) for k, v in o.credentials},
+    )
+
+
+def _resource(r: Any) -> Resource:
+    return Resource(r.id, r.state)
+
+
+def _external(r: Resource) -> Any:
+    return wit.ExternalResource(r.id, r.state)
+
+
+def _failure(f: Failure) -> Any:
+    if f.kind == "invalid-configuration":
+        return wit.Failure_InvalidConfiguration(f.message)
+    if f.kind == "unrecoverable":
+        return wit.Failure_Unrecoverable(f.message)
+    return wit.Failure_Transient(f.message)
+
+
+_EVENTS = {
+    WaitEvent.CREATION: "CREATION",
+    WaitEvent.READY: "READY",
+    WaitEvent.DELETION: "DELETION",
+    WaitEvent.UPDATE: "UPDATE",
+}
+
+
+def _event(e: WaitEvent) -> Any:
+    return getattr(wit.WaitEvent, _EVENTS[e])
+
+
+def _status(s: Status) -> Any:
+    progress = []
+    for p in s.progress:
+        if isinstance(p, WaitingOnExternal):
+            ms = max(0, min(int(p.poll_after_ms), 2**32 - 1))
+            progress.append(
+                wit.Progress_WaitingOnExternal(wit.ExternalWait(_event(p.event), p.message, ms))
+            )
+        elif isinstance(p, WaitingOnObject):
+            progress.append(
+                wit.Progress_WaitingOnObject(
+                    wit.ObjectWait(wit.ObjectRef(p.kind, p.name), _event(p.event))
+                )
+            )
+        elif isinstance(p, NeedsRefresh):
+            progress.append(wit.Progress_NeedsRefresh(p.message))
+    return wit.Status(progress, None if s.failure is None else _failure(s.failure))
+
+
+def _description(d: Description) -> Any:
+    return wit.Description(
+        name=d.name,
+        group=d.group,
+        version=d.version,
+        kind=d.kind,
+        plural=d.plural,
+        resource_schema=d.resource_schema,
+        filter_schema=d.filter_schema,
+        observed_schema=d.observed_schema,
+        dependencies=[
+            wit.DependencyDecl(x.name, x.field, x.kind, x.for_create, x.for_delete, x.guard_deletion)
+            for x in d.dependencies
+        ],
+        needs_credentials=d.needs_credentials,
+    )
+
+
+_AVAILABILITY = {
+    Availability.AVAILABLE: "AVAILABLE",
+    Availability.UNAVAILABLE: "UNAVAILABLE",
+    Availability.UNKNOWN: "UNKNOWN",
+}
+
+
+#: Bytes of heap grown at build time for the calls to allocate from (see `export`).
+HEAP_RESERVE = 8 << 20
+
+
+def export(actuator: Type[Actuator]) -> type:
+    """The class componentize-py exports for ``actuator``. Bind it to the name ``Actuator`` in
+    the plugin's ``app`` module::
+
+        Actuator = orchard_sdk.export(Vhost)
+    """
+
+    # Resolved now, at build time: the hints become part of the component's snapshot.
+    for tp in (actuator.spec_type, actuator.filter_type, actuator.state_type):
+        prepare(tp)
+    # Everything alive now is in the snapshot every call starts from: keep the collector from
+    # walking it (each call is a fresh instance; its own garbage is still collected).
+    gc.collect()
+    gc.freeze()
+    # Grow the heap now and free it: the memory stays in the allocator, and in the snapshot,
+    # so that a call allocates from it instead of growing the instance's linear memory, which
+    # costs the host a system call and fresh pages every time (milliseconds per call).
+    reserve = bytearray(HEAP_RESERVE)
+    del reserve
+
+    def raw() -> Raw:
+        return Raw(actuator())
+
+    class Exported(_Protocol):  # type: ignore[misc, valid-type]
+        def describe(self) -> Any:
+            return _description(raw().describe())
+
+        def get_by_id(self, obj: Any, id: str) -> Any:
+            try:
+                res = raw().get_by_id(_object(obj), id)
+            except Failure as f:
+                raise Err(_failure(f)) from None
+            return None if res is None else _external(res)
+
+        def list_for_adoption(self, obj: Any) -> Optional[List[Any]]:
+            try:
+                found = raw().list_for_adoption(_object(obj))
+            except Failure as f:
+                raise Err(_failure(f)) from None
+            return None if found is None else [_external(r) for r in found]
+
+        def list_for_import(self, obj: Any, filter: str) -> List[Any]:
+            try:
+                found = raw().list_for_import(_object(obj), filter)
+            except Failure as f:
+                raise Err(_failure(f)) from None
+            return [_external(r) for r in found]
+
+        def create(self, obj: Any) -> Any:
+            out = raw().create(_object(obj))
+            if isinstance(out, Status):
+                raise Err(_status(out))
+            return _external(out)
+
+        def delete(self, obj: Any, res: Any) -> Any:
+            return _status(raw().delete(_object(obj), _resource(res)))
+
+        def reconcilers(self, obj: Any, res: Any) -> List[str]:
+            try:
+                return raw().reconcilers(_object(obj), _resource(res))
+            except Failure as f:
+                raise Err(_failure(f)) from None
+
+        def run_reconciler(self, name: str, obj: Any, res: Any) -> Any:
+            return _status(raw().run_reconciler(name, _object(obj), _resource(res)))
+
+        def available(self, obj: Any, res: Any) -> Tuple[Any, Any]:
+            a, s = raw().available(_object(obj), _resource(res))
+            return getattr(wit.Availability, _AVAILABILITY[a]), _status(s)
+
+        def observed(self, res: Any) -> str:
+            return raw().observed(_resource(res))
+
+    Exported.__name__ = Exported.__qualname__ = "Actuator"
+    Exported.__doc__ = f"componentize-py export of {actuator.__name__}"
+    return Exported

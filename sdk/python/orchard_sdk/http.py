@@ -1,0 +1,272 @@
+"""A small blocking HTTP client: over ``wasi:http`` inside a component (``requests`` and sockets
+do not exist there), over ``urllib`` when the plugin runs natively (unit tests).
+
+Inside a component every request goes through the host's allow-list; a denied request raises
+:class:`Denied`, an ``InvalidConfiguration`` (the admin must allow the host; retrying cannot
+help). No response at all raises :class:`TransportError`, a ``Transient``.
+
+    from orchard_sdk import http
+    r = http.get(url, headers={"accept": "application/json"}, auth=(user, password))
+    if r.status == 404:
+        return None
+    data = r.raise_for_status("get vhost").json()
+"""
+
+from __future__ import annotations
+
+import base64
+import json as _json
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import quote as _quote
+
+from .errors import InvalidConfiguration, Transient
+
+try:  # inside a component
+    from componentize_py_types import Err as _Err
+    from wit_world.imports import outgoing_handler as _handler
+    from wit_world.imports import streams as _streams
+    from wit_world.imports import wasi_http_types as _t
+except ImportError:  # natively
+    _handler = None
+
+Headers = Union[Mapping[str, str], Sequence[Tuple[str, str]]]
+
+#: What one ``blocking-write-and-flush`` accepts (wasi:io).
+_WRITE_CHUNK = 4096
+_READ_CHUNK = 64 * 1024
+
+
+class Denied(InvalidConfiguration):
+    """The host's allow-list refused the destination."""
+
+
+class InvalidUrl(InvalidConfiguration):
+    """The URL could not be understood."""
+
+
+class TransportError(Transient):
+    """Connecting, sending or receiving failed."""
+
+
+def quote(segment: str) -> str:
+    """One URL path segment, percent-encoded (``/`` too): ``quote("a/b") == "a%2Fb"``."""
+    return _quote(segment, safe="")
+
+
+def basic_auth(user: str, password: str) -> str:
+    """The value of an ``authorization`` header for HTTP basic authentication."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return f"Basic {token}"
+
+
+class Response:
+    """A complete response."""
+
+    def __init__(self, status: int, headers: List[Tuple[str, str]], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def ok(self) -> bool:
+        """2xx."""
+        return 200 <= self.status < 300
+
+    def header(self, name: str) -> Optional[str]:
+        """The first value of a header (case-insensitive)."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
+    def text(self) -> str:
+        """The body as text (invalid UTF-8 replaced)."""
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The body parsed as JSON; a ``Transient`` failure when it is not JSON."""
+        try:
+            return _json.loads(self.body)
+        except ValueError as e:
+            raise Transient(f"response is not JSON: {e}: {self.text()[:200]!r}") from None
+
+    def raise_for_status(self, what: str) -> "Response":
+        """The response if 2xx, else a failure carrying status and body: 4xx other than 404,
+        408, 409 and 429 are ``InvalidConfiguration`` (the request itself is wrong), the rest
+        ``Transient``."""
+        if self.ok:
+            return self
+        message = f"{what}: HTTP {self.status}: {self.text().strip()[:1000]}"
+        if 400 <= self.status < 500 and self.status not in (404, 408, 409, 429):
+            raise InvalidConfiguration(message)
+        raise Transient(message)
+
+    def __repr__(self) -> str:
+        return f"Response(status={self.status}, body={self.body[:80]!r})"
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    headers: Optional[Headers] = None,
+    body: Optional[bytes] = None,
+    json: Any = None,
+    auth: Optional[Tuple[str, str]] = None,
+) -> Response:
+    """Sends a request and reads the whole response.
+
+    ``json`` sets a JSON body and its content type; ``auth`` is ``(user, password)`` for basic
+    authentication. Raises :class:`Denied`, :class:`InvalidUrl` or :class:`TransportError` when
+    there is no response; any HTTP status is a :class:`Response`.
+    """
+    pairs: List[Tuple[str, str]] = list(
+        headers.items() if isinstance(headers, Mapping) else (headers or [])
+    )
+    if json is not None:
+        body = _json.dumps(json, separators=(",", ":")).encode()
+        pairs.append(("content-type", "application/json"))
+    if auth is not None:
+        pairs.append(("authorization", basic_auth(*auth)))
+    method = method.upper()
+    if _handler is not None:
+        return _send_wasi(method, url, pairs, body)
+    return _send_native(method, url, pairs, body)
+
+
+def get(url: str, **kw: Any) -> Response:
+    return request("GET", url, **kw)
+
+
+def post(url: str, **kw: Any) -> Response:
+    return request("POST", url, **kw)
+
+
+def put(url: str, **kw: Any) -> Response:
+    return request("PUT", url, **kw)
+
+
+def patch(url: str, **kw: Any) -> Response:
+    return request("PATCH", url, **kw)
+
+
+def delete(url: str, **kw: Any) -> Response:
+    return request("DELETE", url, **kw)
+
+
+def split_url(url: str) -> Tuple[str, str, str]:
+    """``(scheme, authority, path-with-query)`` of an ``http(s)://`` URL."""
+    for scheme in ("http", "https"):
+        prefix = scheme + "://"
+        if url.startswith(prefix):
+            rest = url[len(prefix):]
+            i = rest.find("/")
+            authority, path = (rest, "/") if i < 0 else (rest[:i], rest[i:])
+            if not authority:
+                break
+            return scheme, authority, path
+    raise InvalidUrl(f"invalid URL {url!r}")
+
+
+# -- inside a component: wasi:http --------------------------------------------------------------
+
+
+def _method(name: str) -> Any:
+    known = {
+        "GET": _t.Method_Get, "HEAD": _t.Method_Head, "POST": _t.Method_Post,
+        "PUT": _t.Method_Put, "DELETE": _t.Method_Delete, "PATCH": _t.Method_Patch,
+        "OPTIONS": _t.Method_Options,
+    }
+    return known[name]() if name in known else _t.Method_Other(name)
+
+
+def _error_code(method: str, url: str, code: Any) -> Exception:
+    if isinstance(code, _t.ErrorCode_HttpRequestDenied):
+        return Denied(f"request to {url} denied by the host's allow-list")
+    detail = type(code).__name__.replace("ErrorCode_", "")
+    value = getattr(code, "value", None)
+    if value is not None:
+        detail += f"({value})"
+    return TransportError(f"HTTP transport error: {method} {url}: {detail}")
+
+
+def _send_wasi(method: str, url: str, pairs: List[Tuple[str, str]], body: Optional[bytes]) -> Response:
+    scheme, authority, path = split_url(url)
+    transport = lambda what: TransportError(f"HTTP transport error: {method} {url}: {what}")  # noqa: E731
+    entries = [(k.lower(), v.encode()) for k, v in pairs]
+    if body:
+        entries.append(("content-length", str(len(body)).encode()))
+    try:
+        fields = _t.Fields.from_list(entries)
+    except _Err as e:
+        raise InvalidConfiguration(f"{method} {url}: invalid header: {e.value}") from None
+    request = _t.OutgoingRequest(fields)
+    try:
+        request.set_method(_method(method))
+        request.set_scheme(_t.Scheme_Https() if scheme == "https" else _t.Scheme_Http())
+        request.set_authority(authority)
+        request.set_path_with_query(path)
+    except _Err:
+        raise InvalidUrl(f"invalid URL {url!r}") from None
+    outgoing = request.body()
+    # Write and finish the body before handing the request over: the reliable order.
+    if body:
+        with outgoing.write() as stream:
+            for i in range(0, len(body), _WRITE_CHUNK):
+                try:
+                    stream.blocking_write_and_flush(body[i:i + _WRITE_CHUNK])
+                except _Err as e:
+                    raise transport(f"writing body: {e.value}") from None
+    try:
+        _t.OutgoingBody.finish(outgoing, None)
+    except _Err as e:
+        raise transport(f"finishing body: {e.value}") from None
+    try:
+        future = _handler.handle(request, None)
+    except _Err as e:
+        raise _error_code(method, url, e.value) from None
+    with future:
+        with future.subscribe() as pollable:
+            pollable.block()
+        outcome = future.get()
+    if outcome is None:
+        raise transport("no response")
+    if isinstance(outcome, _Err):
+        raise transport("response already taken")
+    if isinstance(outcome.value, _Err):
+        raise _error_code(method, url, outcome.value.value)
+    with outcome.value.value as incoming:
+        status = incoming.status()
+        with incoming.headers() as fields:
+            headers = [(k, v.decode("utf-8", errors="replace")) for k, v in fields.entries()]
+        incoming_body = incoming.consume()
+        chunks = []
+        with incoming_body.stream() as stream:
+            while True:
+                try:
+                    chunks.append(stream.blocking_read(_READ_CHUNK))
+                except _Err as e:
+                    if isinstance(e.value, _streams.StreamError_Closed):
+                        break
+                    raise transport(f"reading body: {e.value}") from None
+        with _t.IncomingBody.finish(incoming_body):
+            pass
+    return Response(status, headers, b"".join(chunks))
+
+
+# -- natively: urllib ---------------------------------------------------------------------------
+
+
+def _send_native(method: str, url: str, pairs: List[Tuple[str, str]], body: Optional[bytes]) -> Response:
+    import urllib.error
+    import urllib.request
+
+    split_url(url)
+    req = urllib.request.Request(url, data=body, method=method)
+    for k, v in pairs:
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return Response(r.status, list(r.headers.items()), r.read())
+    except urllib.error.HTTPError as e:
+        return Response(e.code, list(e.headers.items()), e.read())
+    except (urllib.error.URLError, OSError) as e:
+        raise TransportError(f"HTTP transport error: {method} {url}: {e}") from None
