@@ -228,13 +228,25 @@ impl Scenario {
             .as_str()
             .context("manifest without a name")?
             .to_owned();
-        Ok(api
-            .patch(
-                &name,
-                &PatchParams::apply("e2e").force(),
-                &Patch::Apply(&value),
-            )
-            .await?)
+        // Until the host has installed the CRDs, the kind is not served (404): retry then.
+        let deadline = tokio::time::Instant::now() + CONVERGE;
+        loop {
+            match api
+                .patch(
+                    &name,
+                    &PatchParams::apply("e2e").force(),
+                    &Patch::Apply(&value),
+                )
+                .await
+            {
+                Err(kube::Error::Api(e))
+                    if e.code == 404 && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                other => return Ok(other?),
+            }
+        }
     }
 
     /// Deletes an object (without waiting for it to go).
