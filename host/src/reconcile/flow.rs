@@ -29,7 +29,9 @@ use tracing::Instrument;
 
 use super::status::{self, Pass};
 use super::{Context, Error, has_finalizer};
-use crate::actuator::{CallError, ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
+use crate::actuator::{
+    CallError, CallResult, ExternalResource, Failure, ManagedObject, Progress, WaitEvent,
+};
 use crate::deps::{self, Purpose};
 
 /// Annotation set while a create is in flight; an interrupted create is never repeated blindly.
@@ -106,6 +108,13 @@ fn managed(obj: &DynamicObject) -> bool {
 fn call_failure(e: CallError) -> Failure {
     tracing::warn!(error = %e, "plugin call failed");
     Failure::Transient(e.to_string())
+}
+
+/// The actuator's answer, with a call that produced none folded into a transient failure.
+fn answer<T>(result: CallResult<Result<T, Failure>>) -> Result<T, Failure> {
+    result
+        .map_err(call_failure)
+        .and_then(std::convert::identity)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -221,16 +230,15 @@ async fn locate(
 
     // status.id: the resource we already know.
     if let Some(id) = mo.status_id.clone() {
-        match actuator.get_by_id(mo, &id).await {
-            Err(e) => return Ok(Err(Pass::failed(call_failure(e)))),
-            Ok(Err(f)) => return Ok(Err(Pass::failed(f))),
-            Ok(Ok(Some(res))) => return Ok(Ok(res)),
-            Ok(Ok(None)) if !policy_managed => {
+        match answer(actuator.get_by_id(mo, &id).await) {
+            Err(f) => return Ok(Err(Pass::failed(f))),
+            Ok(Some(res)) => return Ok(Ok(res)),
+            Ok(None) if !policy_managed => {
                 return Ok(Err(Pass::failed(Failure::Unrecoverable(format!(
                     "the imported resource {id} has been deleted from the external system"
                 )))));
             }
-            Ok(Ok(None)) => {
+            Ok(None) => {
                 // Managed and gone: forget the id and recreate it below.
                 ctx.merge(obj, json!({"status": {"id": null}}), true)
                     .await?;
@@ -248,10 +256,9 @@ async fn locate(
 
     let import = &spec(obj)["import"];
     if let Some(id) = import["id"].as_str() {
-        return Ok(match actuator.get_by_id(mo, id).await {
-            Err(e) => Err(Pass::failed(call_failure(e))),
-            Ok(Err(f)) => Err(Pass::failed(f)),
-            Ok(Ok(Some(res))) => {
+        return Ok(match answer(actuator.get_by_id(mo, id).await) {
+            Err(f) => Err(Pass::failed(f)),
+            Ok(Some(res)) => {
                 ctx.event(
                     obj,
                     EventType::Normal,
@@ -261,17 +268,16 @@ async fn locate(
                 .await;
                 Ok(res)
             }
-            Ok(Ok(None)) => Err(Pass::failed(Failure::InvalidConfiguration(format!(
+            Ok(None) => Err(Pass::failed(Failure::InvalidConfiguration(format!(
                 "spec.import.id: {id} does not exist"
             )))),
         });
     }
     if !import["filter"].is_null() {
         return Ok(
-            match actuator.list_for_import(mo, &import["filter"]).await {
-                Err(e) => Err(Pass::failed(call_failure(e))),
-                Ok(Err(f)) => Err(Pass::failed(f)),
-                Ok(Ok(found)) => match <[ExternalResource; 1]>::try_from(found) {
+            match answer(actuator.list_for_import(mo, &import["filter"]).await) {
+                Err(f) => Err(Pass::failed(f)),
+                Ok(found) => match <[ExternalResource; 1]>::try_from(found) {
                     Ok([res]) => {
                         ctx.event(
                             obj,
@@ -306,10 +312,9 @@ async fn locate(
     }
 
     // Adoption: a resource this object created before its id could be written.
-    let adoptable = match actuator.list_for_adoption(mo).await {
-        Err(e) => return Ok(Err(Pass::failed(call_failure(e)))),
-        Ok(Err(f)) => return Ok(Err(Pass::failed(f))),
-        Ok(Ok(list)) => list,
+    let adoptable = match answer(actuator.list_for_adoption(mo).await) {
+        Err(f) => return Ok(Err(Pass::failed(f))),
+        Ok(list) => list,
     };
     match adoptable.map(<[ExternalResource; 1]>::try_from) {
         Some(Ok([res])) => {
@@ -412,10 +417,9 @@ async fn run_reconcilers(
     res: &ExternalResource,
     pass: &mut Pass,
 ) {
-    let names = match ctx.actuator.reconcilers(mo, res).await {
-        Err(e) => return pass.failure = Some(call_failure(e)),
-        Ok(Err(f)) => return pass.failure = Some(f),
-        Ok(Ok(names)) => names,
+    let names = match answer(ctx.actuator.reconcilers(mo, res).await) {
+        Err(f) => return pass.failure = Some(f),
+        Ok(names) => names,
     };
     for name in names {
         match ctx.actuator.run_reconciler(&name, mo, res).await {
@@ -519,8 +523,8 @@ async fn reconcile_delete(obj: &DynamicObject, ctx: &Context) -> Result<Pass, Er
         return Ok(pass);
     }
     // Gone already? Then release now; else poll until it is.
-    match ctx.actuator.get_by_id(&mo, &res.id).await {
-        Ok(Ok(None)) => {
+    match answer(ctx.actuator.get_by_id(&mo, &res.id).await) {
+        Ok(None) => {
             ctx.event(
                 obj,
                 EventType::Normal,
@@ -530,9 +534,8 @@ async fn reconcile_delete(obj: &DynamicObject, ctx: &Context) -> Result<Pass, Er
             .await;
             release(obj, ctx).await
         }
-        Err(e) => Ok(Pass::failed(call_failure(e))),
-        Ok(Err(f)) => Ok(Pass::failed(f)),
-        Ok(Ok(Some(_))) => Ok(Pass::waiting(vec![Progress::WaitingOnExternal {
+        Err(f) => Ok(Pass::failed(f)),
+        Ok(Some(_)) => Ok(Pass::waiting(vec![Progress::WaitingOnExternal {
             event: WaitEvent::Deletion,
             message: format!("Waiting for {} to be deleted", res.id),
             poll_after: DELETE_POLL,
@@ -546,13 +549,9 @@ async fn locate_for_delete(
     mo: &ManagedObject,
 ) -> Result<Option<ExternalResource>, Failure> {
     if let Some(id) = &mo.status_id {
-        return ctx.actuator.get_by_id(mo, id).await.map_err(call_failure)?;
+        return answer(ctx.actuator.get_by_id(mo, id).await);
     }
-    let found = ctx
-        .actuator
-        .list_for_adoption(mo)
-        .await
-        .map_err(call_failure)??;
+    let found = answer(ctx.actuator.list_for_adoption(mo).await)?;
     match found.map(<[ExternalResource; 1]>::try_from) {
         None => Ok(None),
         Some(Ok([res])) => Ok(Some(res)),
