@@ -188,11 +188,27 @@ impl Args {
         match self.command.run().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", error_chain(&e));
                 ExitCode::FAILURE
             }
         }
     }
+}
+
+/// The error and its causes, leaving out a cause whose text the message before already shows
+/// (typed errors often print their source in their own message).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn init_tracing(format: LogFormat) {
@@ -201,6 +217,7 @@ fn init_tracing(format: LogFormat) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
