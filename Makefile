@@ -35,6 +35,10 @@ deps:
 plugins: rust-plugins guest-plugins
 
 rust-plugins:
+	@# A second build of pdns-zone (observed.pluginBuild "<version>+next") for the hot-swap tests;
+	@# built first so that the last build in place is the regular one.
+	ORCHARD_PLUGIN_BUILD=next cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone
+	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_next.wasm
 	cargo build --profile plugin --target wasm32-wasip2 $(PLUGINS)
 
 ## componentize-py (a venv) and the npm packages of sdk/js; quick when already there.

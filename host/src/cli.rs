@@ -89,6 +89,59 @@ enum Command {
     },
     /// Run the host: reconcile the kinds of the given plugins on the current kubeconfig.
     Run(RunArgs),
+    /// Plugins as OCI artifacts: push, pull, inspect; the Plugin CRD.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+/// Options of every command that talks to a registry.
+#[derive(Debug, clap::Args)]
+pub struct RegistryArgs {
+    /// A registry (`host[:port]`) reached over plain HTTP instead of HTTPS; repeat.
+    #[arg(
+        long = "insecure-registry",
+        env = "ORCHARD_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginCommand {
+    /// Push a component to a registry in the CNCF Wasm layout; prints the pinned reference.
+    Push {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// Where to push: `registry/repository:tag`.
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Pull a component (every digest verified) and write it to a file.
+    Pull {
+        /// `registry/repository:tag` or `…@sha256:…`.
+        reference: String,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Require a cosign signature made with this public key (PEM file).
+        #[arg(long)]
+        verify_key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Print an artifact's digests, media types and the WIT world its component exports.
+    Inspect {
+        /// `registry/repository:tag` or `…@sha256:…`.
+        reference: String,
+        /// Also check its cosign signature with this public key (PEM file).
+        #[arg(long)]
+        verify_key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Print the CustomResourceDefinition of the Plugin kind (YAML).
+    Crd,
 }
 
 #[derive(Debug, clap::Args)]
@@ -96,11 +149,27 @@ struct RunArgs {
     /// A plugin component (.wasm) to serve; repeat for several.
     #[arg(
         long = "plugin",
-        required = true,
+        required_unless_present = "watch_plugins",
         env = "ORCHARD_PLUGINS",
         value_delimiter = ','
     )]
     plugins: Vec<PathBuf>,
+    /// Also serve the plugins named by `Plugin` objects (orchard.dev/v1alpha1), loaded from
+    /// OCI registries, hot-swapped when they change.
+    #[arg(long, env = "ORCHARD_WATCH_PLUGINS")]
+    watch_plugins: bool,
+    /// Serve only the Plugins matching this label selector (e.g. `tier=edge`), to share
+    /// Plugins among several hosts.
+    #[arg(long, env = "ORCHARD_PLUGIN_SELECTOR")]
+    plugin_selector: Option<String>,
+    /// How often a Plugin's tag reference is re-resolved (e.g. 5m).
+    #[arg(long, default_value = "5m", env = "ORCHARD_PLUGIN_POLL_INTERVAL")]
+    plugin_poll_interval: String,
+    /// Directory of the content-addressed cache of pulled artifacts.
+    #[arg(long, env = "ORCHARD_OCI_CACHE_DIR")]
+    oci_cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Apply the plugins' CRDs (server-side) and wait until they are established.
     #[arg(long, env = "ORCHARD_INSTALL_CRDS")]
     install_crds: bool,
@@ -185,6 +254,9 @@ impl Args {
     /// Runs the command; errors are printed with their causes.
     pub async fn run(self) -> ExitCode {
         init_tracing(self.log_format);
+        // rustls is built with two crypto providers (kube's ring, sigstore's aws-lc-rs): every
+        // TLS client of the process uses ring.
+        crate::oci::ensure_crypto_provider();
         match self.command.run().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -259,6 +331,108 @@ impl Command {
                 write_stdout(serde_yaml::to_string(&crd)?.trim_end())
             }
             Self::Run(args) => args.run().await,
+            Self::Plugin(command) => command.run().await,
+        }
+    }
+}
+
+impl RegistryArgs {
+    fn registry(&self) -> crate::oci::Registry {
+        crate::oci::Registry::new(crate::oci::RegistryOptions {
+            insecure: self.insecure.clone(),
+            cache_dir: None,
+        })
+    }
+}
+
+/// The local docker config's credentials for the registry of `reference`.
+fn local_auth(reference: &str) -> anyhow::Result<oci_client::secrets::RegistryAuth> {
+    let parsed = crate::oci::parse_reference(reference)?;
+    Ok(crate::oci::Credentials::LocalDockerConfig.for_registry(parsed.resolve_registry())?)
+}
+
+async fn verify_with(
+    key: &std::path::Path,
+    artifact: &crate::oci::Artifact,
+    registry: &RegistryArgs,
+) -> anyhow::Result<()> {
+    let pem = std::fs::read(key).with_context(|| format!("reading {}", key.display()))?;
+    let key = crate::oci::verify::SignatureKey::from_pem(&pem)
+        .map_err(|e| anyhow::anyhow!("--verify-key {}: {e}", key.display()))?;
+    key.verify(
+        &artifact.pinned,
+        &local_auth(&artifact.pinned)?,
+        &registry.insecure,
+    )
+    .await?;
+    Ok(())
+}
+
+impl PluginCommand {
+    async fn run(self) -> anyhow::Result<()> {
+        match self {
+            Self::Push {
+                file,
+                reference,
+                registry,
+            } => {
+                let bytes =
+                    std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                if crate::oci::ComponentWorld::of(&bytes).is_none() {
+                    bail!("{} is not a Wasm component", file.display());
+                }
+                let auth = local_auth(&reference)?;
+                let title = file.file_name().and_then(|n| n.to_str());
+                let pushed = registry
+                    .registry()
+                    .push(&bytes, &reference, &auth, title)
+                    .await?;
+                write_stdout(&pushed.pinned)
+            }
+            Self::Pull {
+                reference,
+                output,
+                verify_key,
+                registry,
+            } => {
+                let auth = local_auth(&reference)?;
+                let artifact = registry.registry().pull(&reference, &auth).await?;
+                if let Some(key) = &verify_key {
+                    verify_with(key, &artifact, &registry).await?;
+                }
+                std::fs::write(&output, &artifact.bytes)
+                    .with_context(|| format!("writing {}", output.display()))?;
+                write_stdout(&artifact.pinned)
+            }
+            Self::Inspect {
+                reference,
+                verify_key,
+                registry,
+            } => {
+                let auth = local_auth(&reference)?;
+                let artifact = registry.registry().pull(&reference, &auth).await?;
+                let signature = match &verify_key {
+                    Some(key) => {
+                        verify_with(key, &artifact, &registry).await?;
+                        json!("verified")
+                    }
+                    None => Value::Null,
+                };
+                let world = crate::oci::ComponentWorld::of(&artifact.bytes);
+                print(&json!({
+                    "reference": artifact.pinned,
+                    "manifestDigest": artifact.manifest_digest,
+                    "config": {"mediaType": artifact.config_media_type, "content": artifact.config},
+                    "layer": {
+                        "mediaType": artifact.layer.media_type,
+                        "digest": artifact.layer.digest,
+                        "size": artifact.layer.size,
+                    },
+                    "world": world,
+                    "signature": signature,
+                }))
+            }
+            Self::Crd => write_stdout(serde_yaml::to_string(&crate::plugin::crd())?.trim_end()),
         }
     }
 }
@@ -412,6 +586,9 @@ impl RunArgs {
             for (_, description) in &plugins {
                 crate::crd::install(&client, description).await?;
             }
+            if self.watch_plugins {
+                crate::plugin::install_crd(&client).await?;
+            }
         }
         let namespaces: Vec<Option<String>> = if self.namespaces.is_empty() {
             vec![None]
@@ -429,6 +606,7 @@ impl RunArgs {
                     abort_after_create: self.failpoint.as_deref() == Some("abort-after-create"),
                     instance: self.instance.clone(),
                     health: Arc::clone(&health),
+                    reconcile_all: None,
                 };
                 let mut rx = stop.subscribe();
                 let shutdown = async move {
@@ -443,7 +621,55 @@ impl RunArgs {
                 ));
             }
         }
-        tracing::info!(plugins = plugins.len(), "orchard is running");
+        if self.watch_plugins {
+            let poll_interval = parse_duration(&self.plugin_poll_interval).with_context(|| {
+                format!(
+                    "--plugin-poll-interval {:?} is not a duration",
+                    self.plugin_poll_interval
+                )
+            })?;
+            let config = crate::plugin::PluginHostConfig {
+                runtime: runtime.clone(),
+                registry: crate::oci::RegistryOptions {
+                    insecure: self.registry.insecure.clone(),
+                    cache_dir: self.oci_cache_dir.clone().or_else(default_oci_cache_dir),
+                },
+                defaults: config.clone(),
+                settings: Settings {
+                    namespace: self.namespaces.first().cloned(),
+                    default_resync: Some(default_resync).filter(|d| !d.is_zero()),
+                    concurrency: self.concurrency,
+                    abort_after_create: false,
+                    instance: self.instance.clone(),
+                    health: Arc::clone(&health),
+                    reconcile_all: None,
+                },
+                host_namespace: self.lease_namespace.clone(),
+                poll_interval: poll_interval.max(Duration::from_secs(1)),
+                selector: self.plugin_selector.clone(),
+                install_crds: self.install_crds,
+            };
+            if self.namespaces.len() > 1 {
+                tracing::warn!(
+                    "Plugins are served in the first --namespace only (or their own spec.namespace)"
+                );
+            }
+            let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
+            let host = crate::plugin::PluginHost::new(client.clone(), config, &statics);
+            let mut rx = stop.subscribe();
+            tasks.spawn(async move {
+                host.run(async move {
+                    let _ = rx.recv().await;
+                })
+                .await;
+                Ok(())
+            });
+        }
+        tracing::info!(
+            plugins = plugins.len(),
+            watch_plugins = self.watch_plugins,
+            "orchard is running"
+        );
         let lost = async {
             match leadership.as_mut() {
                 Some(l) => l.lost().await,
@@ -480,6 +706,14 @@ impl RunArgs {
         }
         Ok(())
     }
+}
+
+/// `$XDG_CACHE_HOME/orchard/oci` or `~/.cache/orchard/oci`.
+fn default_oci_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("orchard").join("oci"))
 }
 
 /// SIGTERM or Ctrl-C.

@@ -177,6 +177,11 @@ pub enum InstallError {
         #[source]
         source: kube::Error,
     },
+    /// The host may not apply it, and it is not installed (or does not serve the version).
+    #[error(
+        "CRD {name} (version {versions}) is not installed, and this host does not install CRDs (--install-crds, or the right to)"
+    )]
+    Missing { name: String, versions: String },
     /// It did not become Established in time.
     #[error("CRD {name} was not established within {seconds} s")]
     NotEstablished { name: String, seconds: u64 },
@@ -185,18 +190,65 @@ pub enum InstallError {
 /// Applies the CRD of `d` (server-side, field manager `orchard.dev/crds`) and waits until it
 /// is Established.
 pub async fn install(client: &kube::Client, d: &Description) -> Result<(), InstallError> {
+    apply_crd(client, &crd(d), true).await
+}
+
+/// Installs the CRD of `d` when `install` is set; otherwise only checks it is installed.
+pub async fn ensure(
+    client: &kube::Client,
+    d: &Description,
+    install: bool,
+) -> Result<(), InstallError> {
+    apply_crd(client, &crd(d), install).await
+}
+
+/// Applies `crd` (when `install`) and waits until it is Established. Without `install`, or
+/// without the right to write CRDs (403), it validates instead: the CRD must already exist,
+/// established, serving every version of `crd` (an admin installed it, e.g. from the chart).
+pub async fn apply_crd(
+    client: &kube::Client,
+    crd: &Value,
+    install: bool,
+) -> Result<(), InstallError> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, Patch, PatchParams};
 
-    let name = crd_name(d);
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("orchard.dev/crds").force();
-    api.patch(&name, &params, &Patch::Apply(&crd(d)))
-        .await
-        .map_err(|source| InstallError::Apply {
-            name: name.clone(),
-            source,
-        })?;
+    let validate = if install {
+        match api.patch(&name, &params, &Patch::Apply(crd)).await {
+            Ok(_) => false,
+            Err(kube::Error::Api(e)) if e.code == 403 => true,
+            Err(source) => return Err(InstallError::Apply { name, source }),
+        }
+    } else {
+        true
+    };
+    if validate {
+        let versions: Vec<&str> = crd["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        let existing = api.get_opt(&name).await.ok().flatten();
+        let served = existing.as_ref().is_some_and(|c| {
+            versions
+                .iter()
+                .all(|v| c.spec.versions.iter().any(|s| s.name == *v && s.served))
+        });
+        if !served {
+            return Err(InstallError::Missing {
+                name,
+                versions: versions.join(", "),
+            });
+        }
+        tracing::debug!(crd = %name, "CRD not applied by this host; it exists and serves the version");
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let established = api.get_opt(&name).await.ok().flatten().is_some_and(|crd| {

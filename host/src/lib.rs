@@ -6,12 +6,16 @@
 //!
 //! - [`actuator`]: the contract as an async Rust trait, and its values;
 //! - [`runtime`]: the wasmtime sandbox that turns a component into an [`actuator::Actuator`];
+//! - [`oci`]: plugins as OCI artifacts (pull, push, cache, cosign verification);
+//! - [`plugin`]: the `Plugin` CRD and the controller that hot-loads plugins from it;
 //! - [`cli`]: the `orchard` command line.
 
 pub mod actuator;
 pub mod cli;
 pub mod crd;
 pub mod deps;
+pub mod oci;
 pub mod ops;
+pub mod plugin;
 pub mod reconcile;
 pub mod runtime;

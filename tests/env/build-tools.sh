@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Build the interop tools the suites use from their published Go modules, cached by version:
-#   helm (helm.sh/helm/v3/cmd/helm)
+#   helm   (helm.sh/helm/v3/cmd/helm)                 the chart tests
+#   cosign (github.com/sigstore/cosign/v2/cmd/cosign) signs plugin artifacts in the OCI tests
+#   oras   (oras.land/oras/cmd/oras)                  pushes/pulls them from the other side
 # Prints the directory holding the binaries.
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.19.0}"
+# cosign 2.x: signatures as `sha256-<digest>.sig` tags, the layout sigstore-rs verifies.
+COSIGN_VERSION="${COSIGN_VERSION:-v2.6.5}"
+ORAS_VERSION="${ORAS_VERSION:-v1.3.6}"
 CACHE="${ORCHARD_TESTENV_CACHE:-$HOME/.cache/orchard-testenv}/tools"
 mkdir -p "$CACHE"
 
@@ -27,4 +32,6 @@ build() { # name module@version package
 }
 
 build helm helm.sh/helm/v3 "$HELM_VERSION" helm.sh/helm/v3/cmd/helm
+build cosign github.com/sigstore/cosign/v2 "$COSIGN_VERSION" github.com/sigstore/cosign/v2/cmd/cosign
+build oras oras.land/oras "$ORAS_VERSION" oras.land/oras/cmd/oras
 echo "$CACHE"

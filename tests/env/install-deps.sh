@@ -31,6 +31,7 @@ declare -A PROBE=(
   [nodejs]=/usr/bin/node
   [npm]=/usr/bin/npm
   [buildah]=/usr/bin/buildah
+  [apache2-utils]=/usr/bin/htpasswd
 )
 missing=()
 for pkg in "${!PROBE[@]}"; do
@@ -81,4 +82,4 @@ bash "$SCRIPT_DIR/../../sdk/install-tools.sh"
 
 "$SCRIPT_DIR/build-k8s.sh" >/dev/null
 log "ready (kube-apiserver + etcd in $("$SCRIPT_DIR/build-k8s.sh"))"
-log "interop tools (helm) in $("$SCRIPT_DIR/build-tools.sh")"
+log "interop tools (helm, cosign, oras) in $("$SCRIPT_DIR/build-tools.sh")"

@@ -131,6 +131,10 @@ check_apiserver() {
 }
 check_pdns() { curl -fsS -m 2 -H "X-API-Key: $PDNS_API_KEY" "http://127.0.0.1:$PDNS_WEB_PORT/api/v1/servers" >/dev/null; }
 check_registry() { curl -fsS -m 2 "http://127.0.0.1:$REGISTRY_PORT/v2/" >/dev/null; }
+# The authenticated registry answers 401 to an anonymous request and 200 with its user.
+check_registry_auth() {
+  curl -fsS -m 2 -u "$REGISTRY_AUTH_USER:$REGISTRY_AUTH_PASSWORD" "http://127.0.0.1:$REGISTRY_AUTH_PORT/v2/" >/dev/null
+}
 check_rabbitmq() { curl -fsS -m 3 -u "$RABBITMQ_USER:$RABBITMQ_PASSWORD" "http://127.0.0.1:$RABBITMQ_MGMT_PORT/api/overview" >/dev/null; }
 check_rabbitmq_guest() { curl -fsS -m 3 -u guest:guest "http://127.0.0.1:$RABBITMQ_MGMT_PORT/api/overview" >/dev/null; }
 
@@ -165,8 +169,8 @@ is_up_and_healthy() { # [want-rabbitmq]
   ( # subshell: loading internal.env must not clobber the caller's variables
   load_internal
   local svc
-  for svc in etcd kube-apiserver pdns registry; do recorded_alive "$svc" || return 1; done
-  { check_etcd && check_apiserver && check_pdns && check_registry; } 2>/dev/null || return 1
+  for svc in etcd kube-apiserver pdns registry registry-auth; do recorded_alive "$svc" || return 1; done
+  { check_etcd && check_apiserver && check_pdns && check_registry && check_registry_auth; } 2>/dev/null || return 1
   if [ "$want_rabbitmq" = 1 ] || [ "$WANT_RABBITMQ" = 1 ]; then
     [ "$WANT_RABBITMQ" = 1 ] || return 1 # asked for now, but the running env has none
     recorded_alive epmd && recorded_alive rabbitmq && check_rabbitmq 2>/dev/null || return 1
@@ -321,6 +325,32 @@ EOF
   spawn registry /usr/bin/docker-registry serve "$dir/config.yml"
 }
 
+# A second registry that requires a user (htpasswd, bcrypt): pull-secret and docker-config tests.
+start_registry_auth() {
+  local dir=$STATE/registry-auth
+  mkdir -p "$dir/data"
+  htpasswd -Bbn "$REGISTRY_AUTH_USER" "$REGISTRY_AUTH_PASSWORD" >"$dir/htpasswd"
+  cat >"$dir/config.yml" <<EOF
+version: 0.1
+log:
+  level: info
+  fields:
+    service: registry-auth
+storage:
+  filesystem:
+    rootdirectory: $dir/data
+  delete:
+    enabled: true
+auth:
+  htpasswd:
+    realm: orchard-testenv
+    path: $dir/htpasswd
+http:
+  addr: 127.0.0.1:$REGISTRY_AUTH_PORT
+EOF
+  spawn registry-auth /usr/bin/docker-registry serve "$dir/config.yml"
+}
+
 # Environment shared by rabbitmq-server and rabbitmqctl: a node of our own with every file under
 # the state dir, its own epmd on a free loopback port, and distribution bound to 127.0.0.1.
 rabbitmq_env() {
@@ -386,6 +416,10 @@ write_env_file() {
     echo "PDNS_API_KEY=$PDNS_API_KEY"
     echo "PDNS_DNS_PORT=$PDNS_DNS_PORT"
     echo "ORCHARD_REGISTRY=127.0.0.1:$REGISTRY_PORT"
+    echo "ORCHARD_REGISTRY_DATA=$STATE/registry/data"
+    echo "ORCHARD_AUTH_REGISTRY=127.0.0.1:$REGISTRY_AUTH_PORT"
+    echo "ORCHARD_AUTH_REGISTRY_USER=$REGISTRY_AUTH_USER"
+    echo "ORCHARD_AUTH_REGISTRY_PASSWORD=$REGISTRY_AUTH_PASSWORD"
     if [ "$WANT_RABBITMQ" = 1 ]; then
       echo "RABBITMQ_API_URL=http://127.0.0.1:$RABBITMQ_MGMT_PORT"
       echo "RABBITMQ_AMQP_PORT=$RABBITMQ_AMQP_PORT"
@@ -401,7 +435,8 @@ write_internal() {
   local tmp=$INTERNAL.tmp
   {
     for v in K8S_BIN ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT PDNS_WEB_PORT PDNS_DNS_PORT \
-      PDNS_API_KEY REGISTRY_PORT WANT_RABBITMQ; do
+      PDNS_API_KEY REGISTRY_PORT REGISTRY_AUTH_PORT REGISTRY_AUTH_USER REGISTRY_AUTH_PASSWORD \
+      WANT_RABBITMQ; do
       echo "$v=${!v}"
     done
     if [ "$WANT_RABBITMQ" = 1 ]; then
@@ -441,15 +476,17 @@ cmd_up() {
   mkdir -p "$STATE"
   if [ -d "$LOGS" ]; then rm -rf "$STATE/logs.previous"; mv "$LOGS" "$STATE/logs.previous"; fi
   rm -rf "$ENV_FILE" "$INTERNAL" "$PKI" "$PIDS" "$STATE/etcd" "$STATE/pdns" \
-    "$STATE/registry" "$STATE/rabbitmq" "$STATE"/*.kubeconfig
+    "$STATE/registry" "$STATE/registry-auth" "$STATE/rabbitmq" "$STATE"/*.kubeconfig
   mkdir -p "$PIDS" "$LOGS"
 
   read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT PDNS_WEB_PORT PDNS_DNS_PORT REGISTRY_PORT \
     RABBITMQ_AMQP_PORT RABBITMQ_MGMT_PORT RABBITMQ_DIST_PORT RABBITMQ_EPMD_PORT RABBITMQ_CTL_DIST_PORT \
-    < <(free_ports 11)
+    REGISTRY_AUTH_PORT < <(free_ports 12)
   PDNS_API_KEY=$(random_token)
   RABBITMQ_USER=orchard
   RABBITMQ_PASSWORD=$(random_token)
+  REGISTRY_AUTH_USER=orchard
+  REGISTRY_AUTH_PASSWORD=$(random_token)
 
   # If anything below fails, stop what was started (logs stay) so the next `up` starts clean.
   trap 'rc=$?; if [ "$rc" != 0 ]; then log "up failed; stopping what was started (logs in $LOGS)"; stop_all; fi' EXIT
@@ -458,6 +495,7 @@ cmd_up() {
   start_etcd
   start_pdns
   start_registry
+  start_registry_auth
   if [ "$WANT_RABBITMQ" = 1 ]; then start_rabbitmq; fi
   write_internal
 
@@ -465,6 +503,7 @@ cmd_up() {
   start_apiserver
   wait_healthy pdns check_pdns
   wait_healthy registry check_registry
+  wait_healthy registry-auth check_registry_auth
   wait_healthy kube-apiserver check_apiserver
   write_kubeconfig "$STATE/admin.kubeconfig" admin
   write_kubeconfig "$STATE/unprivileged.kubeconfig" unprivileged
@@ -499,6 +538,7 @@ cmd_status() {
         kube-apiserver) check_apiserver 2>/dev/null && health=healthy || health=unhealthy ;;
         pdns) check_pdns 2>/dev/null && health=healthy || health=unhealthy ;;
         registry) check_registry 2>/dev/null && health=healthy || health=unhealthy ;;
+        registry-auth) check_registry_auth 2>/dev/null && health=healthy || health=unhealthy ;;
         rabbitmq) check_rabbitmq 2>/dev/null && health=healthy || health=unhealthy ;;
         *) health=running ;;
       esac

@@ -3,9 +3,11 @@
 //! one implementation; a natively linked plugin is another (benchmarks and flow tests).
 
 mod native;
+mod slot;
 mod types;
 
 pub use native::NativeActuator;
+pub use slot::ActuatorSlot;
 pub use types::*;
 
 use async_trait::async_trait;

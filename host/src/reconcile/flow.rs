@@ -75,9 +75,15 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pass, A
     let pass = if obj.metadata.deletion_timestamp.is_some() {
         reconcile_delete(obj, ctx).await
     } else {
-        match skip_if_up_to_date(obj, ctx) {
+        // Taken before the pass: a swap during it means another pass with the new version.
+        let plugin_version = ctx.plugin_version();
+        match skip_if_up_to_date(obj, ctx, plugin_version) {
             Some(action) => return Ok((Pass::default(), action)),
-            None => reconcile_normal(obj, ctx).await,
+            None => {
+                let pass = reconcile_normal(obj, ctx).await;
+                ctx.passed(obj, plugin_version);
+                pass
+            }
         }
     };
     // A refusal of the host's RBAC goes into the object's status (saying which verb on which
@@ -151,9 +157,13 @@ async fn reconcile_normal(obj: &DynamicObject, ctx: &Context) -> Result<Pass, Er
 }
 
 /// Phase 1: an object whose Progressing is False at its current generation is up to date
-/// until its resync is due. Filtering here rather than in a watch predicate covers every
+/// until its resync is due — unless the plugin was swapped since its last pass (the new
+/// version re-observes it). Filtering here rather than in a watch predicate covers every
 /// trigger, and spares the external system a stampede when the host restarts.
-fn skip_if_up_to_date(obj: &DynamicObject, ctx: &Context) -> Option<Action> {
+fn skip_if_up_to_date(obj: &DynamicObject, ctx: &Context, plugin_version: u64) -> Option<Action> {
+    if !ctx.passed_with(obj, plugin_version) {
+        return None;
+    }
     let conditions = obj.data["status"]["conditions"].as_array()?;
     let progressing = conditions.iter().find(|c| c["type"] == "Progressing")?;
     let generation = obj.metadata.generation.unwrap_or(0);

@@ -74,6 +74,9 @@ pub struct Settings {
     pub instance: String,
     /// Readiness of the host, reported by `/readyz`.
     pub health: Arc<crate::ops::Health>,
+    /// Every change of this value reconciles every object of the kind again (a new version
+    /// of the plugin re-observes what the previous one did).
+    pub reconcile_all: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Default for Settings {
@@ -85,6 +88,7 @@ impl Default for Settings {
             abort_after_create: false,
             instance: "orchard".to_owned(),
             health: Arc::default(),
+            reconcile_all: None,
         }
     }
 }
@@ -130,12 +134,46 @@ pub struct Context {
     pub recorder: Recorder,
     /// Every object of the kind (the controller's cache), for reverse lookups.
     pub store: Store<DynamicObject>,
+    /// Object uid → the plugin version (see [`Context::plugin_version`]) of its last pass.
+    pub passes: std::sync::Mutex<HashMap<String, u64>>,
 }
 
 impl Context {
     /// The plugin's name.
     pub fn plugin(&self) -> &str {
         &self.description.name
+    }
+
+    /// The version of the plugin serving now: 0 at start, bumped by each hot swap
+    /// ([`Settings::reconcile_all`]).
+    pub fn plugin_version(&self) -> u64 {
+        self.settings
+            .reconcile_all
+            .as_ref()
+            .map_or(0, |version| *version.borrow())
+    }
+
+    /// Whether `obj` had a pass with plugin `version`. Every object counts as passed with the
+    /// version the host started with: a restart does not re-run everything.
+    pub fn passed_with(&self, obj: &DynamicObject, version: u64) -> bool {
+        version == 0
+            || self
+                .passes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(obj.uid().as_deref().unwrap_or_default())
+                == Some(&version)
+    }
+
+    /// Records a pass of `obj` with plugin `version`.
+    pub fn passed(&self, obj: &DynamicObject, version: u64) {
+        if version != 0 {
+            let uid = obj.uid().unwrap_or_default();
+            self.passes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(uid, version);
+        }
     }
 
     /// The API of this kind in `ns`.
@@ -224,6 +262,16 @@ pub async fn run(
     };
     let controller = Controller::new_with(api, watcher::Config::default(), resource.clone())
         .with_config(controller::Config::default().concurrency(settings.concurrency));
+    let controller = match settings.reconcile_all.clone() {
+        Some(changes) => controller.reconcile_all_on(futures::stream::unfold(
+            changes,
+            |mut changes| async move {
+                changes.changed().await.ok()?;
+                Some(((), changes))
+            },
+        )),
+        None => controller,
+    };
     let store = controller.store();
     settings.health.controller_started();
     let (health, synced) = (Arc::clone(&settings.health), store.clone());
@@ -265,6 +313,7 @@ pub async fn run(
         recorder,
         store,
         description,
+        passes: std::sync::Mutex::default(),
     });
     let plugin = ctx.plugin().to_owned();
     let (stop_main, stop_guards) = split_shutdown(shutdown);

@@ -97,7 +97,8 @@ impl Actuator for PdnsZone {
                     "serial": {"type": "integer"},
                     "account": {"type": "string"},
                     "dnssec": {"type": "boolean"},
-                    "rrsetCount": {"type": "integer"}
+                    "rrsetCount": {"type": "integer"},
+                    "pluginBuild": {"type": "string", "description": "The plugin build that made this observation (shows a rollout's progress)."}
                 }
             })
             .to_string(),
@@ -215,7 +216,17 @@ impl Actuator for PdnsZone {
             "account": z.account,
             "dnssec": z.dnssec,
             "rrsetCount": z.rrsets.len(),
+            "pluginBuild": plugin_build(),
         }))
+    }
+}
+
+/// `<crate version>[+<ORCHARD_PLUGIN_BUILD at build time>]`: tells apart two builds of the same
+/// version during a rollout (the hot-swap tests build a `+next` one).
+fn plugin_build() -> String {
+    match option_env!("ORCHARD_PLUGIN_BUILD") {
+        Some(build) if !build.is_empty() => format!("{}+{build}", env!("CARGO_PKG_VERSION")),
+        _ => env!("CARGO_PKG_VERSION").to_owned(),
     }
 }
 

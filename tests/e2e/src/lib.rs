@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub mod harness;
+pub mod oci;
 pub mod rabbitmq;
 pub mod scenario;
 pub mod scenarios;
@@ -56,6 +57,13 @@ pub struct TestEnv {
     pub pdns_dns_port: u16,
     /// `ORCHARD_REGISTRY`: `127.0.0.1:<port>` of the OCI registry (plain HTTP, no auth).
     pub registry: String,
+    /// `ORCHARD_REGISTRY_DATA`: that registry's storage root (the tamper tests write there).
+    pub registry_data: PathBuf,
+    /// `ORCHARD_AUTH_REGISTRY`: `127.0.0.1:<port>` of a registry that requires a user.
+    pub auth_registry: String,
+    /// `ORCHARD_AUTH_REGISTRY_USER` / `_PASSWORD`: its only user.
+    pub auth_registry_user: String,
+    pub auth_registry_password: String,
     /// RabbitMQ; `None` when the environment was started with `--without-rabbitmq`.
     pub rabbitmq: Option<RabbitMq>,
     /// `ORCHARD_TESTENV_LOGS`: directory with one log file per system.
@@ -142,6 +150,10 @@ impl TestEnv {
             pdns_api_key: get("PDNS_API_KEY")?,
             pdns_dns_port: port("PDNS_DNS_PORT")?,
             registry: get("ORCHARD_REGISTRY")?,
+            registry_data: get("ORCHARD_REGISTRY_DATA")?.into(),
+            auth_registry: get("ORCHARD_AUTH_REGISTRY")?,
+            auth_registry_user: get("ORCHARD_AUTH_REGISTRY_USER")?,
+            auth_registry_password: get("ORCHARD_AUTH_REGISTRY_PASSWORD")?,
             rabbitmq,
             logs: get("ORCHARD_TESTENV_LOGS")?.into(),
         })
@@ -212,6 +224,11 @@ async fn kube_client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(REQUEST_TIMEOUT);
     config.write_timeout = Some(REQUEST_TIMEOUT);
+    // A workspace build unifies rustls with both crypto providers (the host's sigstore brings
+    // aws-lc-rs): name one, as the host does.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     kube::Client::try_from(config).context("building kube client")
 }
 

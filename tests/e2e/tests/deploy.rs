@@ -186,6 +186,14 @@ fn the_shipped_crds_are_what_the_plugins_describe() -> anyhow::Result<()> {
             );
         }
     }
+    let plugin_crd = run(Command::new(orchard_bin()).args(["plugin", "crd"]))?;
+    for dir in ["deploy/kustomize/crds", "deploy/helm/orchard/crds"] {
+        let shipped = std::fs::read_to_string(repo().join(dir).join("plugins.orchard.dev.yaml"))?;
+        assert_eq!(
+            shipped, plugin_crd,
+            "{dir}/plugins.orchard.dev.yaml is stale: regenerate it with `orchard plugin crd`"
+        );
+    }
     Ok(())
 }
 
