@@ -95,7 +95,9 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pass, A
         }
         other => other?,
     };
-    if !pass.released {
+    if pass.released {
+        ctx.forget(obj);
+    } else {
         write_status(obj, ctx, &pass).await?;
     }
     let action = next_action(obj, ctx, &pass);

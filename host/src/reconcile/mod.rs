@@ -176,6 +176,14 @@ impl Context {
         }
     }
 
+    /// Forgets `obj` (its finalizer is released: it is about to be gone).
+    pub fn forget(&self, obj: &DynamicObject) {
+        self.passes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(obj.uid().as_deref().unwrap_or_default());
+    }
+
     /// The API of this kind in `ns`.
     pub fn api(&self, ns: &str) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), ns, &self.resource)
