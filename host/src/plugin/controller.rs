@@ -337,6 +337,7 @@ impl Worker {
             .clone_with_digest(digest.clone())
             .whole();
         let artifact = self.registry.pull(&pinned, &auth).await?;
+        tracing::info!(plugin = %self.name, pinned = %artifact.pinned, from_cache = artifact.from_cache, "plugin pulled");
 
         // Phase 4: verify the signature, when required.
         if let Some(verification) = &spec.source.verification {

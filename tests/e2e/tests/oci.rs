@@ -25,6 +25,17 @@ async fn what_orchard_pushes_oras_pulls_byte_identical_and_inspect_describes() -
     let file = wd.write("echo.wasm", &component)?;
     let repo = format!("{}/e2e/echo-{}", env.registry, unique_suffix());
 
+    // Plain HTTP only for a registry marked insecure: unmarked, the loopback registry is
+    // spoken to over HTTPS, which it does not serve.
+    let refused = run_failing(
+        wd.orchard(&env)
+            .env_remove("ORCHARD_INSECURE_REGISTRIES")
+            .args(["plugin", "push"])
+            .arg(&file)
+            .arg(format!("{repo}:v1")),
+    )?;
+    assert!(refused.contains(&format!("{repo}:v1")), "{refused}");
+
     let pinned = wd.push(&env, &file, &format!("{repo}:v1"))?;
     assert!(pinned.starts_with(&format!("{repo}@sha256:")), "{pinned}");
 

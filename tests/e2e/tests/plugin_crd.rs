@@ -264,6 +264,13 @@ async fn plugin_lifecycle_load_swap_refuse_bad_versions_stop_and_return() -> any
     // 6. The Plugin returns (from the local cache): the waiting object is served.
     apply_plugin(&h, &zones, verified(&v2)).await?;
     wait_plugin(&h, &zones, "True", "Serving").await?;
+    let log = std::fs::read_to_string(&host.log)?;
+    assert!(
+        log.lines().any(|l| l.contains("plugin pulled")
+            && l.contains(&digest(&v2))
+            && l.contains("from_cache=true")),
+        "the returning version came from the content cache"
+    );
     h.wait_ready("DnsZone", "orphan").await?;
 
     // Clean up the zones in PowerDNS through the plugin.
