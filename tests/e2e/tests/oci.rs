@@ -289,10 +289,7 @@ async fn a_blob_tampered_with_in_the_registry_is_refused_as_a_digest_mismatch() 
         wd.orchard(&env)
             .args(["plugin", "pull", &pinned, "-o", "t.wasm"]),
     )?;
-    assert!(
-        err.contains("digest mismatch for layer"),
-        "{err}"
-    );
+    assert!(err.contains("digest mismatch for layer"), "{err}");
     assert!(!wd.path.join("t.wasm").exists());
     Ok(())
 }
