@@ -146,7 +146,8 @@ enum PluginCommand {
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// A plugin component (.wasm) to serve; repeat for several.
+    /// A plugin component (.wasm) to serve; repeat for several. Required unless
+    /// --watch-plugins.
     #[arg(
         long = "plugin",
         required_unless_present = "watch_plugins",
