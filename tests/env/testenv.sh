@@ -284,6 +284,8 @@ start_pdns() {
   cat >"$dir/pdns.conf" <<EOF
 launch=gsqlite3
 gsqlite3-database=$dir/pdns.sqlite3
+# WAL: readers do not block the writer; parallel suites otherwise hit "database is locked".
+gsqlite3-pragma-journal-mode=WAL
 api=yes
 api-key=$PDNS_API_KEY
 webserver=yes

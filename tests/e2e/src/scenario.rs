@@ -348,17 +348,27 @@ impl Scenario {
         Ok(())
     }
 
-    /// Deletes a zone directly in PowerDNS.
+    /// Deletes a zone directly in PowerDNS. A 5xx (its sqlite backend busy with another
+    /// suite's write) is retried for a few seconds; so is any other failure, which is then
+    /// reported with its status.
     pub async fn pdns_delete_zone(&self, name: &str) -> anyhow::Result<()> {
-        let response = self
-            .pdns
-            .delete(format!("{}/{name}", self.pdns_zones_url()))
-            .send()
-            .await?;
-        if !response.status().is_success() {
-            bail!("PowerDNS delete zone {name}: HTTP {}", response.status());
-        }
-        Ok(())
+        let url = format!("{}/{name}", self.pdns_zones_url());
+        poll_until(
+            Duration::from_secs(10),
+            &format!("PowerDNS to delete zone {name}"),
+            || async {
+                let response = self.pdns.delete(&url).send().await?;
+                let status = response.status();
+                if status.is_server_error() {
+                    return Ok(None);
+                }
+                if !status.is_success() {
+                    bail!("PowerDNS delete zone {name}: HTTP {status}");
+                }
+                Ok(Some(()))
+            },
+        )
+        .await
     }
 
     /// The record set `name`/`type_` of `zone` in PowerDNS.
