@@ -353,7 +353,7 @@ impl Worker {
         }
 
         // Phase 5: compile (off the async threads: a Python component takes seconds).
-        let config = self.plugin_config(spec)?;
+        let config = sandbox(spec, &self.config.defaults)?;
         let runtime = self.config.runtime.clone();
         let name = self.name.clone();
         let bytes = artifact.bytes;
@@ -523,30 +523,6 @@ impl Worker {
         Ok(Credentials::DockerConfigJson(json.0).for_registry(reference.resolve_registry())?)
     }
 
-    /// The sandbox of this Plugin: the host's defaults, overridden by its spec.
-    fn plugin_config(&self, spec: &super::PluginSpec) -> Result<PluginConfig, Error> {
-        let defaults = &self.config.defaults;
-        let limits = Limits {
-            memory_bytes: spec
-                .limits
-                .memory_mib
-                .map_or(defaults.limits.memory_bytes, |mib| (mib as usize) << 20),
-            call_timeout: spec
-                .limits
-                .call_timeout_ms
-                .map_or(defaults.limits.call_timeout, Duration::from_millis),
-        };
-        let egress = if spec.allowed_hosts.is_empty() {
-            defaults.egress.clone()
-        } else {
-            EgressPolicy::allowing(&spec.allowed_hosts).map_err(|e| Error::Spec {
-                field: "spec.allowedHosts",
-                message: e.to_string(),
-            })?
-        };
-        Ok(PluginConfig { limits, egress })
-    }
-
     async fn report_ready(&self, plugin: &Plugin) -> Result<(), Error> {
         let Some(serving) = &self.serving else {
             return Ok(());
@@ -669,6 +645,30 @@ impl Serving {
     }
 }
 
+/// The sandbox of a Plugin: the host's defaults, overridden by its `limits`; its
+/// `allowedHosts` replace the host's list when set.
+fn sandbox(spec: &super::PluginSpec, defaults: &PluginConfig) -> Result<PluginConfig, Error> {
+    let limits = Limits {
+        memory_bytes: spec
+            .limits
+            .memory_mib
+            .map_or(defaults.limits.memory_bytes, |mib| (mib as usize) << 20),
+        call_timeout: spec
+            .limits
+            .call_timeout_ms
+            .map_or(defaults.limits.call_timeout, Duration::from_millis),
+    };
+    let egress = if spec.allowed_hosts.is_empty() {
+        defaults.egress.clone()
+    } else {
+        EgressPolicy::allowing(&spec.allowed_hosts).map_err(|e| Error::Spec {
+            field: "spec.allowedHosts",
+            message: e.to_string(),
+        })?
+    };
+    Ok(PluginConfig { limits, egress })
+}
+
 /// 1 s, 2 s, 4 s … 60 s.
 fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(Duration::from_secs(60))
@@ -677,6 +677,37 @@ fn backoff(failures: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plugin_s_limits_override_the_host_defaults_and_its_hosts_replace_them() {
+        let defaults = PluginConfig {
+            limits: Limits {
+                memory_bytes: 64 << 20,
+                call_timeout: Duration::from_secs(10),
+            },
+            egress: EgressPolicy::allowing(&["http://default.example:80".to_owned()]).unwrap(),
+        };
+        let mut spec = super::super::PluginSpec::default();
+        let same = sandbox(&spec, &defaults).unwrap();
+        assert_eq!(same.limits.memory_bytes, 64 << 20);
+        assert_eq!(same.limits.call_timeout, Duration::from_secs(10));
+
+        spec.limits.memory_mib = Some(16);
+        spec.limits.call_timeout_ms = Some(250);
+        spec.allowed_hosts = vec!["https://api.example:443".to_owned()];
+        let own = sandbox(&spec, &defaults).unwrap();
+        assert_eq!(own.limits.memory_bytes, 16 << 20);
+        assert_eq!(own.limits.call_timeout, Duration::from_millis(250));
+        assert_ne!(
+            format!("{:?}", own.egress),
+            format!("{:?}", defaults.egress)
+        );
+
+        spec.allowed_hosts = vec!["not a url".to_owned()];
+        let err = sandbox(&spec, &defaults).map(drop).unwrap_err();
+        assert_eq!(err.reason(), "InvalidSpec");
+        assert!(err.to_string().starts_with("spec.allowedHosts: "), "{err}");
+    }
 
     #[test]
     fn failures_back_off_exponentially_up_to_a_minute() {
