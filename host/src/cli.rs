@@ -286,7 +286,10 @@ fn error_chain(e: &anyhow::Error) -> String {
 
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,wasmtime_cranelift=warn,cranelift_codegen=warn")
+        // sigstore logs every missing signature layer as a warning; the host reports the outcome.
+        tracing_subscriber::EnvFilter::new(
+            "info,wasmtime_cranelift=warn,cranelift_codegen=warn,sigstore=error",
+        )
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
