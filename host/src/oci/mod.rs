@@ -176,14 +176,13 @@ impl Registry {
         let (manifest_bytes, manifest_digest) = client
             .pull_manifest_raw(&parsed, auth, &[OCI_IMAGE_MEDIA_TYPE])
             .await
-            .map_err(registry_error(reference, "pull manifest"))?;
-        check_digest(reference, "manifest", &manifest_digest, &manifest_bytes)?;
+            .map_err(|source| pull_error(&parsed, "manifest", "pull manifest", source))?;
         let manifest = parse_manifest(reference, &manifest_bytes)?;
         let layer = layout::wasm_layer(reference, &manifest)?.clone();
         let pinned = parsed.clone_with_digest(manifest_digest.clone());
 
-        // Phase 2: config and layer; pull_blob checks each against its descriptor while
-        // streaming; checked again here so that the contract holds whatever the client does.
+        // Phase 2: config and layer; oci-client checks each against its descriptor while
+        // streaming (and against the registry's digest header).
         let config_bytes = pull_blob(&client, &pinned, &manifest.config, "config").await?;
         let config = WasmConfig::parse(reference, &manifest.config.media_type, &config_bytes)?;
         let bytes = pull_blob(&client, &pinned, &layer, "layer").await?;
@@ -245,21 +244,34 @@ async fn pull_blob(
     client
         .pull_blob(reference, descriptor, &mut out)
         .await
-        .map_err(|source| match source {
-            oci_client::errors::OciDistributionError::DigestError(e) => Error::DigestMismatch {
+        .map_err(|source| pull_error(reference, what, "pull blob", source))?;
+    Ok(out)
+}
+
+/// A failed pull: content that does not hash to its digest is a [`Error::DigestMismatch`],
+/// anything else a registry error.
+fn pull_error(
+    reference: &Reference,
+    what: &'static str,
+    action: &'static str,
+    source: oci_client::errors::OciDistributionError,
+) -> Error {
+    use oci_client::errors::{DigestError, OciDistributionError};
+    match source {
+        OciDistributionError::DigestError(DigestError::VerificationError { expected, actual }) => {
+            Error::DigestMismatch {
                 reference: reference.whole(),
                 what,
-                expected: descriptor.digest.clone(),
-                actual: e.to_string(),
-            },
-            source => Error::Registry {
-                reference: reference.whole(),
-                action: "pull blob",
-                source,
-            },
-        })?;
-    check_digest(&reference.whole(), what, &descriptor.digest, &out)?;
-    Ok(out)
+                expected,
+                actual,
+            }
+        }
+        source => Error::Registry {
+            reference: reference.whole(),
+            action,
+            source,
+        },
+    }
 }
 
 impl Registry {
@@ -364,25 +376,6 @@ fn parse_manifest(reference: &str, bytes: &[u8]) -> Result<OciImageManifest, Err
         reference: reference.to_owned(),
         reason: format!("manifest is not an OCI image manifest: {e}"),
     })
-}
-
-fn check_digest(
-    reference: &str,
-    what: &'static str,
-    expected: &str,
-    bytes: &[u8],
-) -> Result<(), Error> {
-    let actual = sha256_digest(bytes);
-    if actual == expected {
-        Ok(())
-    } else {
-        Err(Error::DigestMismatch {
-            reference: reference.to_owned(),
-            what,
-            expected: expected.to_owned(),
-            actual,
-        })
-    }
 }
 
 fn len_i64(bytes: &[u8]) -> i64 {

@@ -527,12 +527,9 @@ impl Worker {
         let Some(serving) = &self.serving else {
             return Ok(());
         };
-        let d = &serving.description;
-        let message = format!(
-            "serving {}.{}/{} from {}",
-            d.kind, d.group, d.version, serving.pinned
-        );
-        let kinds = vec![format!("{}.{}/{}", d.kind, d.group, d.version)];
+        let kind = serving.kind();
+        let message = format!("serving {kind} from {}", serving.pinned);
+        let kinds = vec![kind];
         self.write_status(
             plugin,
             "True",
@@ -546,17 +543,14 @@ impl Worker {
 
     async fn report_failure(&self, plugin: &Plugin, error: &Error) {
         let (message, digest, kinds) = match &self.serving {
-            Some(serving) => {
-                let d = &serving.description;
-                (
-                    format!(
-                        "{error}; still serving the previous version {}",
-                        serving.digest
-                    ),
-                    Some(serving.digest.as_str()),
-                    vec![format!("{}.{}/{}", d.kind, d.group, d.version)],
-                )
-            }
+            Some(serving) => (
+                format!(
+                    "{error}; still serving the previous version {}",
+                    serving.digest
+                ),
+                Some(serving.digest.as_str()),
+                vec![serving.kind()],
+            ),
             None => (error.to_string(), None, Vec::new()),
         };
         if let Err(e) = self
@@ -633,6 +627,12 @@ impl Worker {
 }
 
 impl Serving {
+    /// `Kind.group/version`, as `status.kinds` lists it.
+    fn kind(&self) -> String {
+        let d = &self.description;
+        format!("{}.{}/{}", d.kind, d.group, d.version)
+    }
+
     /// Stops the kind's controller, letting reconciles in flight finish.
     async fn shutdown(self) {
         let _ = self.stop.send(true);

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,7 +20,7 @@ pub mod rabbitmq;
 pub mod scenario;
 pub mod scenarios;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, bail, ensure};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// Env var that names the env file explicitly (takes precedence over everything else).
@@ -325,4 +326,49 @@ mod tests {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         );
     }
+}
+
+/// An interop tool built by `tests/env/build-tools.sh` (`helm`, `cosign`, `oras`).
+pub fn tool(name: &str) -> PathBuf {
+    let cache = std::env::var_os("ORCHARD_TESTENV_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/orchard-testenv")
+        });
+    cache.join("tools").join(name)
+}
+
+/// Runs `cmd`; its stdout when it succeeds, an error with both outputs when it fails.
+pub fn run(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    ensure!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// Runs `cmd` expecting it to fail; its stderr.
+pub fn run_failing(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    ensure!(
+        !out.status.success(),
+        "{cmd:?} succeeded but was expected to fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }

@@ -4,49 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, ensure};
+use anyhow::Context;
 
-use crate::TestEnv;
 use crate::scenario::orchard_bin;
-
-/// An interop tool built by `tests/env/build-tools.sh` (`helm`, `cosign`, `oras`).
-pub fn tool(name: &str) -> PathBuf {
-    let cache = std::env::var_os("ORCHARD_TESTENV_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/orchard-testenv")
-        });
-    cache.join("tools").join(name)
-}
-
-/// Runs `cmd`; its stdout when it succeeds, an error with both outputs when it fails.
-pub fn run(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
-    ensure!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-/// Runs `cmd` expecting it to fail; its stderr.
-pub fn run_failing(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
-    ensure!(
-        !out.status.success(),
-        "{cmd:?} succeeded but was expected to fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
-}
+use crate::{TestEnv, run, tool};
 
 /// A scratch directory for one test: docker config, keys, pulled files.
 pub struct Workdir {
@@ -205,10 +166,4 @@ pub async fn layer_digest(env: &TestEnv, pinned: &str) -> anyhow::Result<String>
         .as_str()
         .map(str::to_owned)
         .context("manifest without a layer")
-}
-
-/// `sha256:<hex>` of `bytes`.
-pub fn sha256(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }

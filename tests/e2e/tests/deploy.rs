@@ -6,34 +6,18 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, ensure};
+use anyhow::Context;
 use orchard_e2e::TestEnv;
 use orchard_e2e::scenario::{orchard_bin, plugin};
+use orchard_e2e::{run, tool};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn run(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    ensure!(
-        out.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
-}
-
 fn helm() -> PathBuf {
-    let cache = std::env::var_os("ORCHARD_TESTENV_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/orchard-testenv")
-        });
-    cache.join("tools/helm")
+    tool("helm")
 }
 
 fn docs(yaml: &str) -> anyhow::Result<Vec<Value>> {

@@ -3,11 +3,9 @@
 //! verified; a registry that requires a user is reached with the docker config; a blob
 //! tampered with in the registry is refused.
 
-use orchard_e2e::oci::{
-    Workdir, layer_digest, run, run_failing, sha256, tamper_blob, with_custom_section,
-};
+use orchard_e2e::oci::{Workdir, layer_digest, tamper_blob, with_custom_section};
 use orchard_e2e::scenario::plugin;
-use orchard_e2e::{TestEnv, unique_suffix};
+use orchard_e2e::{TestEnv, run, run_failing, sha256, unique_suffix};
 use serde_json::Value;
 
 const ACTUATOR_EXPORT: &str = "orchard:actuator/actuator@0.1.0";

@@ -15,7 +15,6 @@ use kube::api::{
 };
 use orchard_e2e::{TestEnv, http, poll_until, unique_suffix};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 const FIELD_MANAGER: &str = "orchard-e2e-smoke";
 const WAIT: Duration = Duration::from_secs(30);
@@ -268,10 +267,6 @@ async fn powerdns_creates_reads_and_deletes_a_zone() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn sha256_digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
-
 /// Monolithic blob upload: `POST /v2/<repo>/blobs/uploads/` then `PUT <location>?digest=...`.
 async fn push_blob(
     client: &reqwest::Client,
@@ -279,7 +274,7 @@ async fn push_blob(
     repo: &str,
     bytes: &[u8],
 ) -> anyhow::Result<String> {
-    let digest = sha256_digest(bytes);
+    let digest = orchard_e2e::sha256(bytes);
     let resp = client
         .post(format!("{base}/v2/{repo}/blobs/uploads/"))
         .send()
@@ -376,7 +371,7 @@ async fn registry_round_trips_a_blob_and_a_manifest_by_digest() -> anyhow::Resul
         "config": { "mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config.len() },
         "layers": [{ "mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": layer.len() }]
     }))?;
-    let manifest_digest = sha256_digest(&manifest);
+    let manifest_digest = orchard_e2e::sha256(&manifest);
     let resp = client
         .put(format!("{base}/v2/{repo}/manifests/v1"))
         .header(reqwest::header::CONTENT_TYPE, MANIFEST_TYPE)
@@ -410,7 +405,7 @@ async fn registry_round_trips_a_blob_and_a_manifest_by_digest() -> anyhow::Resul
         "pulled layer differs from the pushed one"
     );
     ensure!(
-        sha256_digest(&pulled_layer) == layer_digest,
+        orchard_e2e::sha256(&pulled_layer) == layer_digest,
         "pulled layer has the wrong sha256"
     );
     let pulled_config = pull(
@@ -435,7 +430,7 @@ async fn registry_round_trips_a_blob_and_a_manifest_by_digest() -> anyhow::Resul
         "pulled manifest differs from the pushed one"
     );
     ensure!(
-        sha256_digest(&pulled_manifest) == manifest_digest,
+        orchard_e2e::sha256(&pulled_manifest) == manifest_digest,
         "pulled manifest has the wrong sha256"
     );
     Ok(())
