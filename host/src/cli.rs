@@ -180,8 +180,9 @@ struct RunArgs {
     /// Resync period of objects that set no spec.resyncPeriod (e.g. 10m; 0s: never).
     #[arg(long, default_value = "0s", env = "ORCHARD_RESYNC_PERIOD")]
     resync_period: String,
-    /// Reconciles in flight per plugin.
-    #[arg(long, default_value_t = 4, env = "ORCHARD_CONCURRENCY")]
+    /// Reconciles in flight per plugin (the apiserver and the external system, not the host,
+    /// are the limit: docs/benchmarks.md).
+    #[arg(long, default_value_t = 16, env = "ORCHARD_CONCURRENCY")]
     concurrency: u16,
     /// This host's name in Events.
     #[arg(long, default_value = "orchard", env = "ORCHARD_INSTANCE")]
@@ -520,7 +521,7 @@ impl InvokeArgs {
 impl RunArgs {
     async fn run(self) -> anyhow::Result<()> {
         use crate::ops::{Health, leader::Leadership, metrics};
-        use crate::reconcile::{Settings, flow::parse_duration};
+        use crate::reconcile::{Settings, parse_duration};
         use std::sync::Arc;
 
         let health = Arc::new(Health::default());
@@ -599,6 +600,8 @@ impl RunArgs {
         } else {
             self.namespaces.iter().cloned().map(Some).collect()
         };
+        // One cache per kind for the whole host: every plugin and dependency watch shares it.
+        let caches = Arc::new(crate::reconcile::cache::Caches::default());
         let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
         let mut tasks = tokio::task::JoinSet::new();
         for namespace in namespaces {
@@ -611,6 +614,7 @@ impl RunArgs {
                     instance: self.instance.clone(),
                     health: Arc::clone(&health),
                     reconcile_all: None,
+                    caches: Arc::clone(&caches),
                 };
                 let mut rx = stop.subscribe();
                 let shutdown = async move {
@@ -647,6 +651,7 @@ impl RunArgs {
                     instance: self.instance.clone(),
                     health: Arc::clone(&health),
                     reconcile_all: None,
+                    caches: Arc::clone(&caches),
                 },
                 host_namespace: self.lease_namespace.clone(),
                 poll_interval: poll_interval.max(Duration::from_secs(1)),

@@ -13,7 +13,6 @@
 pub mod actuator;
 pub mod cli;
 pub mod crd;
-pub mod deps;
 pub mod oci;
 pub mod ops;
 pub mod plugin;

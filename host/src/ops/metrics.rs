@@ -6,7 +6,7 @@
 //! - `orchard_queue_depth{plugin}`: objects waiting for a scheduled reconcile;
 //! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -66,7 +66,8 @@ pub struct Metrics {
     queue_depth: Family<PluginLabels, Gauge>,
     load_failures: Family<PluginLabels, Counter>,
     leader: Gauge,
-    queued: Mutex<HashSet<(String, String)>>,
+    /// plugin → objects with a pass scheduled (the gauge is each set's length: O(1)).
+    queued: Mutex<HashMap<String, HashSet<String>>>,
 }
 
 /// The process's metrics.
@@ -170,14 +171,14 @@ impl Metrics {
 
     /// Whether `object` of `plugin` waits for a scheduled reconcile.
     pub fn set_queued(&self, plugin: &str, object: &str, queued: bool) {
-        let mut set = self.queued.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (plugin.to_owned(), object.to_owned());
+        let mut sets = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let set = sets.entry(plugin.to_owned()).or_default();
         if queued {
-            set.insert(key)
+            set.insert(object.to_owned())
         } else {
-            set.remove(&key)
+            set.remove(object)
         };
-        let depth = set.iter().filter(|(p, _)| p == plugin).count();
+        let depth = set.len();
         self.queue_depth
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),

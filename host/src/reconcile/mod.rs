@@ -1,30 +1,53 @@
 //! The generic reconciler: one kube-runtime controller per plugin kind, ORC's semantics.
 //!
-//! - [`flow`]: the create/update and delete flows, each a top-down list of named phases;
-//! - [`status`]: conditions and the status writer;
-//! - [`backoff`]: per-object exponential backoff of transient failures;
-//! - [`crate::deps`]: dependencies, credentials and deletion guards.
+//! Modules, dependencies pointing down the list:
+//! - [`flow`]: one pass over one object (skip, the flow, status, marker, what next);
+//! - [`normal`] and [`delete`]: the two flows, each an ordered list of named phases;
+//! - [`deps`]: dependencies and credentials, resolved from the caches;
+//! - [`claims`]: which live object holds which external id (exclusive claims);
+//! - [`status`]: conditions and the status body; [`backoff`]: per-object backoff;
+//! - [`envelope`]: the spec envelope, decoded once per pass;
+//! - [`ops`]: the seam below the flows — every read and write of Kubernetes objects;
+//! - [`triggers`]: which watch events start a pass (never the host's own writes);
+//! - [`guard`]: the deletion-guard controller of a dependency kind;
+//! - [`cache`]: one cache per kind for the whole host, shared by every controller.
+//!
+//! [`run`] wires them to the apiserver.
 
 pub mod backoff;
+pub mod cache;
+pub mod claims;
+pub mod delete;
+pub mod deps;
+pub mod envelope;
 pub mod flow;
+pub mod guard;
+pub mod normal;
+pub mod ops;
 pub mod status;
+pub mod triggers;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::actuator::{Actuator, Description};
-use crate::deps;
+use cache::{Change, KindCache};
+use claims::Claims;
+use ops::{KubeOps, ObjectOps};
+use triggers::Triggers;
+
+pub use envelope::parse_duration;
 
 /// Errors of the reconciler: the Kubernetes API failed. Actuator failures are not errors here:
 /// they end up in the object's conditions.
@@ -52,9 +75,36 @@ pub enum Error {
 }
 
 impl Error {
+    fn api_code(&self) -> Option<u16> {
+        match self {
+            Self::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } => Some(e.code),
+            _ => None,
+        }
+    }
+
     /// The apiserver refused the host's identity (RBAC): no retry soon will change that.
     pub fn is_forbidden(&self) -> bool {
-        matches!(self, Self::Kube { source: kube::Error::Api(e), .. } if e.code == 403)
+        self.api_code() == Some(403)
+    }
+
+    /// The apiserver refused the request itself (too large, invalid): the same request will
+    /// be refused again.
+    pub fn is_refused(&self) -> bool {
+        matches!(self.api_code(), Some(400 | 413 | 422))
+    }
+
+    /// The apiserver's message, or this error's text.
+    pub fn api_message(&self) -> String {
+        match self {
+            Self::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } => format!("{} ({})", e.message, e.code),
+            other => other.to_string(),
+        }
     }
 }
 
@@ -77,6 +127,8 @@ pub struct Settings {
     /// Every change of this value reconciles every object of the kind again (a new version
     /// of the plugin re-observes what the previous one did).
     pub reconcile_all: Option<tokio::sync::watch::Receiver<u64>>,
+    /// The host's caches (one per kind, shared by every plugin).
+    pub caches: Arc<cache::Caches>,
 }
 
 impl Default for Settings {
@@ -89,6 +141,7 @@ impl Default for Settings {
             instance: "orchard".to_owned(),
             health: Arc::default(),
             reconcile_all: None,
+            caches: Arc::default(),
         }
     }
 }
@@ -98,7 +151,7 @@ impl Default for Settings {
 pub struct Names {
     /// `orchard.dev/<plugin>`: on every object of the kind.
     pub finalizer: String,
-    /// Field manager of that finalizer.
+    /// Field manager of that finalizer (and of the create-pending marker).
     pub finalizer_manager: String,
     /// Field manager of the status apply.
     pub status_manager: String,
@@ -109,7 +162,8 @@ pub struct Names {
 }
 
 impl Names {
-    fn new(plugin: &str) -> Self {
+    /// The names of plugin `plugin`.
+    pub fn new(plugin: &str) -> Self {
         Self {
             finalizer: format!("orchard.dev/{plugin}"),
             finalizer_manager: format!("orchard.dev/{plugin}/finalizer"),
@@ -120,25 +174,51 @@ impl Names {
     }
 }
 
-/// Everything a reconcile of one plugin's objects needs.
+/// What the host remembers of an object's last normal pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassRecord {
+    /// The plugin version it ran with ([`Context::plugin_version`]).
+    pub version: u64,
+    /// [`deps::inputs_fingerprint`] at that pass.
+    pub inputs: u64,
+}
+
+/// Everything a pass over one plugin's objects needs.
 pub struct Context {
-    pub client: Client,
     pub actuator: Arc<dyn Actuator>,
     pub description: Description,
-    pub resource: ApiResource,
-    /// Kinds of the declared dependencies.
-    pub dependency_kinds: HashMap<String, ApiResource>,
     pub names: Names,
     pub settings: Settings,
     pub backoff: backoff::Backoff,
-    pub recorder: Recorder,
-    /// Every object of the kind (the controller's cache), for reverse lookups.
-    pub store: Store<DynamicObject>,
-    /// Object uid → the plugin version (see [`Context::plugin_version`]) of its last pass.
-    pub passes: std::sync::Mutex<HashMap<String, u64>>,
+    /// The seam below the flows.
+    pub ops: Arc<dyn ObjectOps>,
+    /// The kind's exclusive claims.
+    pub claims: Arc<Claims>,
+    /// Object uid → its last pass. Bounded: an object's entry goes when it does.
+    passes: Mutex<HashMap<String, PassRecord>>,
 }
 
 impl Context {
+    /// A context over `ops`.
+    pub fn new(
+        actuator: Arc<dyn Actuator>,
+        description: Description,
+        settings: Settings,
+        ops: Arc<dyn ObjectOps>,
+        claims: Arc<Claims>,
+    ) -> Self {
+        Self {
+            actuator,
+            names: Names::new(&description.name),
+            description,
+            settings,
+            backoff: backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            ops,
+            claims,
+            passes: Mutex::default(),
+        }
+    }
+
     /// The plugin's name.
     pub fn plugin(&self) -> &str {
         &self.description.name
@@ -153,106 +233,96 @@ impl Context {
             .map_or(0, |version| *version.borrow())
     }
 
-    /// Whether `obj` had a pass with plugin `version`. Every object counts as passed with the
-    /// version the host started with: a restart does not re-run everything.
-    pub fn passed_with(&self, obj: &DynamicObject, version: u64) -> bool {
-        version == 0
-            || self
-                .passes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(obj.uid().as_deref().unwrap_or_default())
-                == Some(&version)
+    fn passes(&self) -> std::sync::MutexGuard<'_, HashMap<String, PassRecord>> {
+        // Poisoned only by a panic while inserting a Copy value: the map is whole.
+        self.passes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records a pass of `obj` with plugin `version`.
-    pub fn passed(&self, obj: &DynamicObject, version: u64) {
-        if version != 0 {
-            let uid = obj.uid().unwrap_or_default();
-            self.passes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(uid, version);
-        }
+    /// The last pass of `obj` this host ran, if any.
+    pub fn pass_record(&self, obj: &DynamicObject) -> Option<PassRecord> {
+        self.passes()
+            .get(obj.uid().as_deref().unwrap_or_default())
+            .copied()
     }
 
-    /// Forgets `obj` (its finalizer is released: it is about to be gone).
+    /// Records a pass of `obj`.
+    pub fn record_pass(&self, obj: &DynamicObject, record: PassRecord) {
+        self.passes().insert(obj.uid().unwrap_or_default(), record);
+    }
+
+    /// Forgets `obj` (released, or gone): its pass record, backoff and claims.
     pub fn forget(&self, obj: &DynamicObject) {
-        self.passes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(obj.uid().as_deref().unwrap_or_default());
+        let uid = obj.uid().unwrap_or_default();
+        self.passes().remove(&uid);
+        self.backoff.reset(&uid);
+        self.claims.forget(obj);
     }
 
-    /// The API of this kind in `ns`.
-    pub fn api(&self, ns: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), ns, &self.resource)
-    }
-
-    fn kube_error(&self, action: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error {
-        let kind = self.description.kind.clone();
-        let name = name.to_owned();
-        move |source| Error::Kube {
-            action,
-            kind,
-            name,
-            source,
-        }
-    }
-
-    /// Server-side applies `body` (apiVersion/kind/metadata added) to `obj` as `manager`.
-    pub async fn apply(
-        &self,
-        obj: &DynamicObject,
-        manager: &str,
-        mut body: Value,
-        status: bool,
-    ) -> Result<(), Error> {
-        let name = obj.name_any();
-        body["apiVersion"] = json!(self.resource.api_version);
-        body["kind"] = json!(self.resource.kind);
-        body["metadata"]["name"] = json!(name);
-        let api = self.api(&obj.namespace().unwrap_or_default());
-        let params = PatchParams::apply(manager).force();
-        let result = if status {
-            api.patch_status(&name, &params, &Patch::Apply(&body)).await
-        } else {
-            api.patch(&name, &params, &Patch::Apply(&body)).await
-        };
-        result.map(drop).map_err(self.kube_error("apply", &name))
-    }
-
-    /// JSON-merge-patches `obj` (or its status).
-    pub async fn merge(&self, obj: &DynamicObject, body: Value, status: bool) -> Result<(), Error> {
-        let name = obj.name_any();
-        let api = self.api(&obj.namespace().unwrap_or_default());
-        let params = PatchParams::default();
-        let result = if status {
-            api.patch_status(&name, &params, &Patch::Merge(&body)).await
-        } else {
-            api.patch(&name, &params, &Patch::Merge(&body)).await
-        };
-        result.map(drop).map_err(self.kube_error("patch", &name))
-    }
-
-    /// Publishes a Kubernetes Event on `obj`; a failure to do so is only logged.
-    pub async fn event(&self, obj: &DynamicObject, type_: EventType, reason: &str, note: String) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self
-            .recorder
-            .publish(&event, &obj.object_ref(&self.resource))
-            .await
-        {
-            tracing::warn!(plugin = self.plugin(), object = %obj.name_any(), error = %e, "could not publish event");
-        }
+    /// Objects remembered (for tests of bounded bookkeeping).
+    pub fn remembered(&self) -> usize {
+        self.passes().len()
     }
 }
+
+/// Looks up the API resource of every declared dependency kind (same group and version as
+/// the plugin, or `Secret`).
+pub async fn discover_kinds(
+    client: &Client,
+    d: &Description,
+) -> Result<HashMap<String, ApiResource>, Error> {
+    let mut kinds = HashMap::new();
+    if d.needs_credentials {
+        kinds.insert(deps::SECRET.to_owned(), deps::secret_resource());
+    }
+    for decl in &d.dependencies {
+        if kinds.contains_key(&decl.kind) {
+            continue;
+        }
+        let resource = if decl.kind == deps::SECRET {
+            deps::secret_resource()
+        } else {
+            let gvk = GroupVersionKind::gvk(&d.group, &d.version, &decl.kind);
+            let (resource, _) =
+                kube::discovery::pinned_kind(client, &gvk)
+                    .await
+                    .map_err(|source| Error::Discovery {
+                        plugin: d.name.clone(),
+                        kind: decl.kind.clone(),
+                        group: d.group.clone(),
+                        version: d.version.clone(),
+                        source,
+                    })?;
+            resource
+        };
+        kinds.insert(decl.kind.clone(), resource);
+    }
+    Ok(kinds)
+}
+
+/// What of a dependency, when it changes, may change its dependents' passes.
+fn dependency_key(obj: &DynamicObject) -> DependencyKey {
+    let available = obj.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Available" && c["status"] == "True")
+        });
+    let is_secret = obj.types.as_ref().is_some_and(|t| t.kind == deps::SECRET);
+    let content = if is_secret {
+        obj.data["data"].to_string()
+    } else {
+        obj.data["status"]["id"].to_string()
+    };
+    (
+        obj.resource_version().filter(|_| is_secret),
+        available,
+        content,
+        obj.metadata.deletion_timestamp.is_some(),
+    )
+}
+
+/// The key of a dependency's changes that matter to its dependents.
+type DependencyKey = (Option<String>, bool, String, bool);
 
 /// Runs the controller of one plugin until `shutdown` resolves.
 pub async fn run(
@@ -262,27 +332,94 @@ pub async fn run(
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), Error> {
+    let stop = CancellationToken::new();
+    let cancel = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        cancel.cancel();
+    });
     let resource = crate::crd::api_resource(&description);
-    let dependency_kinds = deps::discover_kinds(&client, &description).await?;
-    let api: Api<DynamicObject> = match &settings.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    let controller = Controller::new_with(api, watcher::Config::default(), resource.clone())
-        .with_config(controller::Config::default().concurrency(settings.concurrency));
-    let controller = match settings.reconcile_all.clone() {
-        Some(changes) => controller.reconcile_all_on(futures::stream::unfold(
+    let names = Names::new(&description.name);
+    let kinds = discover_kinds(&client, &description).await?;
+    let namespace = settings.namespace.as_deref();
+
+    // Every kind from the host's shared caches: the plugin's own, and its dependencies'.
+    let own = settings.caches.kind(&client, &resource, namespace);
+    let dependencies: HashMap<String, Arc<KindCache>> = kinds
+        .iter()
+        .map(|(kind, r)| (kind.clone(), settings.caches.kind(&client, r, namespace)))
+        .collect();
+    for cache in dependencies.values() {
+        // Passes read dependencies from these caches: start once they hold every object.
+        if !cache.wait_ready(Duration::from_secs(30)).await {
+            tracing::warn!(plugin = %description.name, kind = %cache.resource.kind, "dependency cache not ready after 30 s; starting anyway");
+        }
+    }
+
+    // The kind's triggers and claims index, fed by its cache's changes.
+    let claims = Arc::new(Claims::default());
+    let triggers = Arc::new(Triggers::new(&names.finalizer));
+    let (c, t) = (Arc::clone(&claims), Arc::clone(&triggers));
+    let own_triggers = own.subscribe().filter_map(move |change| {
+        futures::future::ready(match change {
+            Change::Applied(obj) => {
+                c.observe(&obj);
+                t.admit(&obj).then_some(obj)
+            }
+            Change::Deleted(obj) => {
+                c.forget(&obj);
+                t.forget(&obj);
+                None
+            }
+        })
+    });
+    let mut controller =
+        Controller::for_shared_stream_with(own_triggers, own.store.clone(), resource.clone())
+            .with_config(controller::Config::default().concurrency(settings.concurrency));
+    if let Some(changes) = settings.reconcile_all.clone() {
+        controller = controller.reconcile_all_on(futures::stream::unfold(
             changes,
             |mut changes| async move {
                 changes.changed().await.ok()?;
                 Some(((), changes))
             },
-        )),
-        None => controller,
-    };
-    let store = controller.store();
+        ));
+    }
+    for (kind, cache) in &dependencies {
+        let (d, own_resource, store, kind) = (
+            description.clone(),
+            resource.clone(),
+            own.store.clone(),
+            kind.clone(),
+        );
+        let seen: Mutex<HashMap<String, DependencyKey>> = Mutex::default();
+        let changed = cache.subscribe().filter_map(move |change| {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            futures::future::ready(match change {
+                Change::Applied(dep) => {
+                    let key = dependency_key(&dep);
+                    let uid = dep.uid().unwrap_or_default();
+                    (seen.insert(uid, key.clone()).as_ref() != Some(&key)).then_some(dep)
+                }
+                Change::Deleted(dep) => {
+                    seen.remove(&dep.uid().unwrap_or_default());
+                    Some(dep)
+                }
+            })
+        });
+        controller = controller.watches_shared_stream_with(
+            changed,
+            move |dep| {
+                deps::dependents(&d, &store, &kind, &dep)
+                    .iter()
+                    .map(|o| object_ref(o, &own_resource))
+                    .collect::<Vec<_>>()
+            },
+            cache.resource.clone(),
+        );
+    }
     settings.health.controller_started();
-    let (health, synced) = (Arc::clone(&settings.health), store.clone());
+    let (health, synced) = (Arc::clone(&settings.health), own.store.clone());
     tokio::spawn(async move {
         // Re-poll with a short timeout: the store's readiness signal wakes only the last of
         // several waiters (the controller's own runner waits on it too).
@@ -293,16 +430,7 @@ pub async fn run(
         tracing::debug!("controller cache synced");
         health.controller_synced();
     });
-    let controller = deps::watch_dependencies(
-        controller,
-        &client,
-        &description,
-        &dependency_kinds,
-        &settings,
-        store.clone(),
-    );
 
-    let names = Names::new(&description.name);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -310,24 +438,58 @@ pub async fn run(
             instance: Some(settings.instance.clone()),
         },
     );
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        actuator,
-        resource,
-        dependency_kinds,
-        names,
-        settings,
-        backoff: backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+    let ops = KubeOps::new(
+        client.clone(),
+        resource.clone(),
+        names.clone(),
         recorder,
-        store,
-        description,
-        passes: std::sync::Mutex::default(),
-    });
+        description.name.clone(),
+        dependencies.clone(),
+    );
+    let ctx = Arc::new(Context::new(
+        actuator,
+        description.clone(),
+        settings.clone(),
+        Arc::new(ops),
+        claims,
+    ));
     let plugin = ctx.plugin().to_owned();
-    let (stop_main, stop_guards) = split_shutdown(shutdown);
-    let guards = deps::run_guards(Arc::clone(&ctx), stop_guards);
+
+    let mut guards = Vec::new();
+    let mut guarded: Vec<&String> = description
+        .dependencies
+        .iter()
+        .filter(|d| d.guard_deletion)
+        .map(|d| &d.kind)
+        .collect();
+    let secret = deps::SECRET.to_owned();
+    if description.needs_credentials {
+        guarded.push(&secret);
+    }
+    guarded.sort();
+    guarded.dedup();
+    for kind in guarded {
+        let Some(cache) = dependencies.get(kind) else {
+            continue;
+        };
+        let guard = guard::Guard {
+            client: client.clone(),
+            description: description.clone(),
+            names: names.clone(),
+            kind: kind.clone(),
+            resource: cache.resource.clone(),
+            dependents: own.store.clone(),
+        };
+        guards.push(guard::run(
+            guard,
+            Arc::clone(cache),
+            Arc::clone(&own),
+            stop.clone(),
+        ));
+    }
+    let stop_main = stop.clone();
     let main = controller
-        .graceful_shutdown_on(stop_main)
+        .graceful_shutdown_on(async move { stop_main.cancelled().await })
         .run(flow::reconcile, error_policy, Arc::clone(&ctx))
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -335,26 +497,9 @@ pub async fn run(
             }
         })
         .instrument(tracing::info_span!("controller", plugin = %plugin));
-    tokio::join!(main, guards);
+    tokio::join!(main, futures::future::join_all(guards));
+    stop.cancel();
     Ok(())
-}
-
-/// One shutdown signal for two controllers.
-fn split_shutdown(
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> (
-    impl Future<Output = ()> + Send + Sync + 'static,
-    impl Future<Output = ()> + Send + Sync + 'static,
-) {
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = tx.send(true);
-    });
-    let wait = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
-    (wait(rx.clone()), wait(rx))
 }
 
 /// Kubernetes API errors: retry with the per-object backoff.
@@ -378,3 +523,6 @@ pub fn has_finalizer(obj: &impl Resource, finalizer: &str) -> bool {
         .as_ref()
         .is_some_and(|f| f.iter().any(|x| x == finalizer))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
-//! The status writer: Available and Progressing computed from one reconcile pass, written in
-//! one server-side apply; `status.id` written on its own, the moment it is known.
+//! The status of a pass: Available and Progressing computed from what the pass found (ORC's
+//! rules), and the body of the one server-side apply that writes them.
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -19,6 +19,22 @@ pub struct Pass {
     pub availability: Option<Availability>,
     /// The object's finalizer was removed: it may be gone, write nothing.
     pub released: bool,
+    /// What `status.id` must be after the pass.
+    pub id: StatusId,
+    /// This pass set the create-pending marker (the object read at its start lacks it).
+    pub marker_set: bool,
+}
+
+/// What a pass does to `status.id`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StatusId {
+    /// As it was.
+    #[default]
+    Keep,
+    /// Recorded by this pass (in the status write, unless already written at once).
+    Set(String),
+    /// Forgotten (the resource was deleted outside Orchard; already patched away).
+    Clear,
 }
 
 impl Pass {
@@ -137,7 +153,7 @@ pub fn conditions_json(
                     "type": c.type_,
                     "status": c.status,
                     "reason": c.reason,
-                    "message": truncate(&c.message, 32768),
+                    "message": truncate(&c.message, MAX_CONDITION_MESSAGE),
                     "lastTransitionTime": since,
                     "observedGeneration": generation,
                 })
@@ -146,15 +162,74 @@ pub fn conditions_json(
     )
 }
 
-fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
+/// Longest condition message the CRD accepts.
+pub const MAX_CONDITION_MESSAGE: usize = 32768;
+
+fn truncate(s: &str, max: usize) -> String {
+    super::ops::truncate(s, max)
+}
+
+/// The body of the status apply for `pass` over the object's `old` status; `None` when it
+/// would change nothing (an up-to-date object costs no write).
+pub fn body(pass: &Pass, old: &Value, generation: i64, now: Timestamp) -> Option<Value> {
+    let id = match &pass.id {
+        StatusId::Keep => old["id"].as_str().map(str::to_owned),
+        StatusId::Set(id) => Some(id.clone()),
+        StatusId::Clear => None,
+    };
+    let conditions = conditions(pass, id.is_some());
+    let mut status = json!({
+        "conditions": conditions_json(&conditions, &old["conditions"], generation, now),
+    });
+    // status.id is in every apply that knows it: an apply that left it out would prune it.
+    if let Some(id) = &id {
+        status["id"] = json!(id);
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
+    if let Some(observed) = pass.observed.as_ref().filter(|o| !o.is_null()) {
+        status["resource"] = observed.clone();
+    } else if pass.observed.is_none() && !old["resource"].is_null() && id.is_some() {
+        // Not fetched this pass: keep what was observed last (ORC drops it; a status that
+        // flickers between passes wakes every watcher of the object for nothing).
+        status["resource"] = old["resource"].clone();
     }
-    &s[..end]
+    if pass.is_done() {
+        status["lastSyncTime"] = json!(now.to_string());
+    } else if let Some(last) = old["lastSyncTime"].as_str() {
+        status["lastSyncTime"] = json!(last);
+    }
+    // lastSyncTime is `now` on a done pass, so a done pass (a create, a resync, a new plugin
+    // version) always records that it synced; any other pass writes only what changed.
+    let unchanged = old["conditions"].is_array()
+        && old["conditions"] == status["conditions"]
+        && old["resource"] == status["resource"]
+        && old["id"] == status["id"]
+        && old["lastSyncTime"] == status["lastSyncTime"];
+    (!unchanged).then_some(status)
+}
+
+/// The minimal status written when the apiserver refused the full one: the id and the
+/// conditions, saying why.
+pub fn refused_body(pass: &Pass, old: &Value, generation: i64, now: Timestamp, why: &str) -> Value {
+    let refused = Pass {
+        failure: Some(Failure::Transient(format!(
+            "the apiserver refused the status write: {why}"
+        ))),
+        id: pass.id.clone(),
+        ..Pass::default()
+    };
+    let id = match &pass.id {
+        StatusId::Keep => old["id"].as_str().map(str::to_owned),
+        StatusId::Set(id) => Some(id.clone()),
+        StatusId::Clear => None,
+    };
+    let conditions = conditions(&refused, id.is_some());
+    let mut status = json!({
+        "conditions": conditions_json(&conditions, &old["conditions"], generation, now),
+    });
+    if let Some(id) = id {
+        status["id"] = json!(id);
+    }
+    status
 }
 
 #[cfg(test)]

@@ -56,9 +56,21 @@ async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls() -
     let zone = s.zone_name("metrics");
     s.apply(&zone_yaml("m", &zone)).await?;
     s.wait_ready(&s.zones, "m").await?;
-    let (code, metrics) = get(&format!("{base}/metrics")).await?;
-    assert_eq!(code, 200);
     let zone_labels = ["plugin=\"pdns-zone\"", "kind=\"DnsZone\""];
+    // The pass is counted when it ends, a moment after its status write made the object ready
+    // (the create marker is removed after it).
+    let metrics = poll_until(CONVERGE, "the pass to be counted", || async {
+        let (code, metrics) = get(&format!("{base}/metrics")).await?;
+        assert_eq!(code, 200);
+        let counted = sample(
+            &metrics,
+            "orchard_reconciles_total",
+            &[zone_labels[0], zone_labels[1], "result=\"success\""],
+        )
+        .is_some();
+        Ok(counted.then_some(metrics))
+    })
+    .await?;
     assert!(
         sample(
             &metrics,

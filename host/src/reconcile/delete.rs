@@ -1,0 +1,220 @@
+//! The delete flow (ORC's `reconcileDelete`), as ordered phases:
+//!
+//! 1. `wait_for_foreign_finalizers` — dependents' guards (and anyone else's) go first;
+//! 2. `detach` — unmanaged or `onDelete: detach`: release, the resource stays;
+//! 3. `resolve_dependencies` for delete (a dependency that is gone does not block);
+//! 4. `locate_for_delete` — by status.id, else by adoption (an orphan of an interrupted
+//!    create); never a resource another live object holds ([`super::claims`]);
+//! 5. `delete_external`, then poll until it is gone;
+//! 6. `release` — our finalizer goes; nothing else is written.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+
+use super::deps::{self, Purpose, Resolution};
+use super::envelope::Envelope;
+use super::flow::{answer, call_failure};
+use super::ops::{Note, OwnMetadata};
+use super::status::Pass;
+use super::{Context, Error, has_finalizer};
+use crate::actuator::{ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
+
+/// How often a deletion is polled until the resource is gone.
+pub const DELETE_POLL: Duration = Duration::from_secs(1);
+
+/// Safety-net poll while other finalizers block the delete (their removal is a trigger).
+pub const FOREIGN_FINALIZER_POLL: Duration = Duration::from_secs(30);
+
+/// Runs the flow over `obj`, which is being deleted.
+pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Result<Pass, Error> {
+    if !has_finalizer(obj, &ctx.names.finalizer) {
+        return Ok(Pass {
+            released: true,
+            ..Pass::default()
+        });
+    }
+    let foreign: Vec<&str> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| **f != ctx.names.finalizer)
+        .map(String::as_str)
+        .collect();
+    if !foreign.is_empty() {
+        return Ok(Pass::waiting(vec![Progress::WaitingOnExternal {
+            event: WaitEvent::Deletion,
+            message: format!(
+                "Waiting for finalizers to be removed: {}",
+                foreign.join(", ")
+            ),
+            poll_after: FOREIGN_FINALIZER_POLL,
+        }]));
+    }
+    if envelope.detaches() {
+        ctx.ops
+            .publish(
+                obj,
+                Note::normal("Detached", "left the external resource in place"),
+            )
+            .await;
+        return release(obj, ctx).await;
+    }
+
+    let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
+    match deps::resolve(
+        ctx.ops.as_ref(),
+        &ctx.description,
+        obj,
+        envelope,
+        Purpose::Delete,
+    )
+    .await?
+    {
+        Resolution::Waiting(progress) => return Ok(Pass::waiting(progress)),
+        Resolution::Ready {
+            dependencies,
+            credentials,
+        } => {
+            mo.dependencies = dependencies;
+            mo.credentials = credentials;
+        }
+    }
+
+    let res = match locate_for_delete(obj, ctx, &mo).await {
+        Err(failure) => return Ok(Pass::failed(failure)),
+        Ok(Located::Gone) => {
+            ctx.ops
+                .publish(
+                    obj,
+                    Note::normal("Deleted", "the external resource is gone"),
+                )
+                .await;
+            return release(obj, ctx).await;
+        }
+        Ok(Located::HeldByOther { id, holder }) => {
+            ctx.ops
+                .publish(
+                    obj,
+                    Note::warning(
+                        "LeftInPlace",
+                        format!("left {id} in place: {holder} holds it"),
+                    ),
+                )
+                .await;
+            return release(obj, ctx).await;
+        }
+        Ok(Located::Found(res)) => res,
+    };
+
+    let mut pass = Pass::default();
+    match ctx.actuator.delete(&mo, &res).await {
+        Err(e) => return Ok(Pass::failed(call_failure(e))),
+        Ok(status) => pass.absorb(status),
+    }
+    if !pass.is_done() {
+        return Ok(pass);
+    }
+    // Gone already? Then release now; else poll until it is.
+    match answer(ctx.actuator.get_by_id(&mo, &res.id).await) {
+        Ok(None) => {
+            ctx.ops
+                .publish(obj, Note::normal("Deleted", format!("deleted {}", res.id)))
+                .await;
+            release(obj, ctx).await
+        }
+        Err(f) => Ok(Pass::failed(f)),
+        Ok(Some(_)) => Ok(Pass::waiting(vec![Progress::WaitingOnExternal {
+            event: WaitEvent::Deletion,
+            message: format!("Waiting for {} to be deleted", res.id),
+            poll_after: DELETE_POLL,
+        }])),
+    }
+}
+
+/// What [`locate_for_delete`] found.
+enum Located {
+    Found(ExternalResource),
+    /// Nothing to delete.
+    Gone,
+    /// The only candidate is held by another live object: not ours to delete.
+    HeldByOther {
+        id: String,
+        holder: String,
+    },
+}
+
+/// Phase 4: by status.id, else by adoption. A status.id another live object holds (someone
+/// edited ours) is skipped for what adoption finds of our own.
+async fn locate_for_delete(
+    obj: &DynamicObject,
+    ctx: &Context,
+    mo: &ManagedObject,
+) -> Result<Located, Failure> {
+    let mut held = None;
+    if let Some(id) = &mo.status_id {
+        match ctx.claims.other_holder(obj, id) {
+            None => {
+                return Ok(match answer(ctx.actuator.get_by_id(mo, id).await)? {
+                    Some(res) if res.id == *id => Located::Found(res),
+                    Some(res) => {
+                        return Err(Failure::Transient(format!(
+                            "plugin {} broke the contract: get-by-id({id}) answered {}",
+                            ctx.plugin(),
+                            res.id
+                        )));
+                    }
+                    None => Located::Gone,
+                });
+            }
+            Some(holder) => held = Some((id.clone(), holder.key)),
+        }
+    }
+    let found = answer(ctx.actuator.list_for_adoption(mo).await)?;
+    let candidates: Vec<ExternalResource> = found
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| {
+            let other = ctx.claims.other_holder(obj, &r.id);
+            if let Some(other) = &other {
+                held.get_or_insert((r.id.clone(), other.key.clone()));
+            }
+            other.is_none()
+        })
+        .collect();
+    match <[ExternalResource; 1]>::try_from(candidates) {
+        Ok([res]) => Ok(Located::Found(res)),
+        Err(list) if list.is_empty() => Ok(match held {
+            Some((id, holder)) => Located::HeldByOther { id, holder },
+            None => Located::Gone,
+        }),
+        Err(list) => Err(Failure::InvalidConfiguration(format!(
+            "{} external resources match this object ({}); delete them by hand, then remove the finalizer {}",
+            list.len(),
+            list.iter()
+                .take(5)
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            ctx.names.finalizer,
+        ))),
+    }
+}
+
+/// Phase 6: drops our finalizer (an apply with no finalizers under our manager prunes only
+/// ours, and the marker with it).
+async fn release(obj: &DynamicObject, ctx: &Context) -> Result<Pass, Error> {
+    ctx.ops
+        .apply_metadata(
+            obj,
+            &OwnMetadata {
+                finalizer: false,
+                create_pending: None,
+            },
+        )
+        .await?;
+    Ok(Pass {
+        released: true,
+        ..Pass::default()
+    })
+}

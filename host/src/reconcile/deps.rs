@@ -1,0 +1,275 @@
+//! Dependencies between objects, declared by the plugin (`describe().dependencies`) and
+//! enforced by the host, ORC's way:
+//!
+//! - a dependency that is missing or not Available makes the dependent wait (no timer: the
+//!   watch on the dependency's kind requeues its dependents when it changes);
+//! - a guarded dependency gets the finalizer `orchard.dev/<plugin>-guard` at the last moment
+//!   (when it is used); the guard controller ([`super::guard`]) removes it once the dependency
+//!   is being deleted and no dependent remains;
+//! - the credentials Secret (`spec.credentialsRef.secretName`) is a guarded dependency whose
+//!   data reaches every call.
+//!
+//! Everything is read from the host's caches through [`ObjectOps::cached`]: a pass makes no
+//! GET of its dependencies.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::Error;
+use super::envelope::Envelope;
+use super::ops::ObjectOps;
+use crate::actuator::{Dependency, Description, Progress, WaitEvent};
+
+/// The kind name under which the credentials Secret is tracked.
+pub const SECRET: &str = "Secret";
+
+/// The API resource of Secrets.
+pub fn secret_resource() -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: SECRET.into(),
+        plural: "secrets".into(),
+    }
+}
+
+/// The name an object's spec gives for each dependency kind: `(kind, name)` pairs.
+pub fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)> {
+    let spec = &obj.data["spec"];
+    let mut refs: Vec<(String, String)> = d
+        .dependencies
+        .iter()
+        .filter_map(|decl| {
+            spec["resource"][&decl.field]
+                .as_str()
+                .map(|name| (decl.kind.clone(), name.to_owned()))
+        })
+        .collect();
+    if let Some(name) = spec["credentialsRef"]["secretName"]
+        .as_str()
+        .filter(|_| d.needs_credentials)
+    {
+        refs.push((SECRET.to_owned(), name.to_owned()));
+    }
+    refs
+}
+
+/// Objects in `store` that use `dep` (of `kind`), leaving out those `dep` owns.
+pub fn dependents(
+    d: &Description,
+    store: &Store<DynamicObject>,
+    kind: &str,
+    dep: &DynamicObject,
+) -> Vec<Arc<DynamicObject>> {
+    let (ns, name, uid) = (dep.namespace(), dep.name_any(), dep.uid());
+    store
+        .state()
+        .into_iter()
+        .filter(|o| o.namespace() == ns)
+        .filter(|o| {
+            references(d, o)
+                .iter()
+                .any(|(k, n)| k == kind && *n == name)
+        })
+        .filter(|o| {
+            !o.owner_references()
+                .iter()
+                .any(|r| Some(&r.uid) == uid.as_ref())
+        })
+        .collect()
+}
+
+/// A fingerprint of the inputs `obj` takes from other objects (the resourceVersions of its
+/// dependencies and credentials Secret, as cached): a terminal failure is retried when it
+/// changes, since the cause may have been fixed there.
+pub fn inputs_fingerprint(ops: &dyn ObjectOps, d: &Description, obj: &DynamicObject) -> u64 {
+    let ns = obj.namespace().unwrap_or_default();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (kind, name) in references(d, obj) {
+        (kind.as_str(), name.as_str()).hash(&mut hasher);
+        ops.cached(&kind, &ns, &name)
+            .and_then(|o| o.resource_version())
+            .hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// What [`resolve`] found.
+#[derive(Debug)]
+pub enum Resolution {
+    /// Everything needed is there.
+    Ready {
+        dependencies: Vec<Dependency>,
+        credentials: BTreeMap<String, Vec<u8>>,
+    },
+    /// Something needed is missing or not ready.
+    Waiting(Vec<Progress>),
+}
+
+/// Which flow asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Create,
+    Delete,
+}
+
+fn is_available(obj: &DynamicObject) -> bool {
+    obj.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Available" && c["status"] == "True")
+        })
+}
+
+/// Resolves the dependencies and credentials of `obj` for `purpose`, from the caches; puts
+/// guard finalizers on the ones used for create.
+pub async fn resolve(
+    ops: &dyn ObjectOps,
+    d: &Description,
+    obj: &DynamicObject,
+    envelope: &Envelope,
+    purpose: Purpose,
+) -> Result<Resolution, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let spec = &obj.data["spec"];
+    let mut waiting = Vec::new();
+    let mut dependencies = Vec::new();
+    for decl in &d.dependencies {
+        let needed = match purpose {
+            Purpose::Create => decl.for_create,
+            Purpose::Delete => decl.for_delete,
+        };
+        let Some(name) = spec["resource"][&decl.field].as_str().filter(|_| needed) else {
+            continue;
+        };
+        let wait = |event| Progress::WaitingOnObject {
+            kind: decl.kind.clone(),
+            name: name.to_owned(),
+            event,
+        };
+        // Secrets have no conditions: one that exists is ready (ORC's credentials rule).
+        let ready = |dep: &DynamicObject| decl.kind == SECRET || is_available(dep);
+        match ops.cached(&decl.kind, &ns, name) {
+            // Deletion must not hang on a dependency that is gone: delete with what there is.
+            None if purpose == Purpose::Delete => {}
+            None => waiting.push(wait(WaitEvent::Creation)),
+            Some(dep)
+                if purpose == Purpose::Create
+                    && (!ready(&dep) || dep.metadata.deletion_timestamp.is_some()) =>
+            {
+                waiting.push(wait(WaitEvent::Ready));
+            }
+            Some(dep) => {
+                if purpose == Purpose::Create && decl.guard_deletion {
+                    guard_once(ops, &decl.kind, d, &dep).await?;
+                }
+                dependencies.push(Dependency {
+                    name: decl.name.clone(),
+                    kind: decl.kind.clone(),
+                    object: name.to_owned(),
+                    id: dep.data["status"]["id"].as_str().map(str::to_owned),
+                    observed: Some(dep.data["status"]["resource"].clone()).filter(|v| !v.is_null()),
+                });
+            }
+        }
+    }
+
+    let mut credentials = BTreeMap::new();
+    if d.needs_credentials {
+        let Some(name) = envelope.credentials.as_deref() else {
+            // The CRD requires it; a pass never runs without one.
+            return Ok(Resolution::Waiting(vec![]));
+        };
+        match ops.cached(SECRET, &ns, name) {
+            None => waiting.push(Progress::WaitingOnObject {
+                kind: SECRET.to_owned(),
+                name: name.to_owned(),
+                event: WaitEvent::Creation,
+            }),
+            Some(secret) => {
+                if purpose == Purpose::Create {
+                    guard_once(ops, SECRET, d, &secret).await?;
+                }
+                credentials = secret_data(&secret.data["data"]);
+            }
+        }
+    }
+
+    Ok(if waiting.is_empty() {
+        Resolution::Ready {
+            dependencies,
+            credentials,
+        }
+    } else {
+        Resolution::Waiting(waiting)
+    })
+}
+
+/// Puts our guard finalizer on `dep` unless it is there.
+async fn guard_once(
+    ops: &dyn ObjectOps,
+    kind: &str,
+    d: &Description,
+    dep: &DynamicObject,
+) -> Result<(), Error> {
+    let finalizer = super::Names::new(&d.name).guard_finalizer;
+    if super::has_finalizer(dep, &finalizer) {
+        return Ok(());
+    }
+    ops.guard(kind, dep).await
+}
+
+fn secret_data(data: &Value) -> BTreeMap<String, Vec<u8>> {
+    use base64::Engine as _;
+    data.as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(v.as_str()?)
+                        .ok()?;
+                    Some((k.clone(), bytes))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Server-side applies `finalizers` to `dep` as the guard manager (the uid a precondition).
+pub async fn apply_guard(
+    client: &Client,
+    resource: &ApiResource,
+    manager: &str,
+    dep: &DynamicObject,
+    finalizers: Value,
+) -> Result<(), Error> {
+    let name = dep.name_any();
+    let api = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &dep.namespace().unwrap_or_default(),
+        resource,
+    );
+    let body = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": name, "uid": dep.uid(), "finalizers": finalizers},
+    });
+    let params = PatchParams::apply(manager).force();
+    api.patch(&name, &params, &Patch::Apply(&body))
+        .await
+        .map(drop)
+        .map_err(|source| Error::Kube {
+            action: "apply finalizer to",
+            kind: resource.kind.clone(),
+            name,
+            source,
+        })
+}

@@ -1,0 +1,405 @@
+//! The create / update flow (ORC's `reconcileNormal`), as ordered phases:
+//!
+//! 1. `resolve_dependencies` — dependencies and credentials, from the caches (guard
+//!    finalizers at the last moment);
+//! 2. `locate` — status.id, import.id, import.filter, adoption, else create. Every id a pass
+//!    takes is claimed first ([`super::claims`]): an id another live object holds is refused;
+//! 3. `ensure_finalizer` — our finalizer before anything can change the external system or
+//!    an id is recorded; before a create it goes in the same write as the create-pending
+//!    marker;
+//! 4. `record_id` — status.id in the pass's status write; written on its own at once, right
+//!    after a create, when the plugin cannot adopt (nothing else would find the resource
+//!    after a crash);
+//! 5. `run_reconcilers` — managed only, every one, statuses aggregated;
+//! 6. `observe` — available() and observed().
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+
+use super::claims::Holder;
+use super::deps::{self, Purpose, Resolution};
+use super::envelope::{Envelope, Import};
+use super::flow::{CREATE_PENDING, answer, call_failure};
+use super::ops::{Note, OwnMetadata};
+use super::status::{Pass, StatusId};
+use super::{Context, Error, has_finalizer};
+use crate::actuator::{ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
+
+/// How often an import filter with no match is polled.
+pub const IMPORT_POLL: Duration = Duration::from_secs(5);
+
+/// How the pass came by the resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// By status.id.
+    Known,
+    Imported,
+    Adopted,
+    Created,
+}
+
+/// Runs the flow over `obj`.
+pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Result<Pass, Error> {
+    let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
+    match deps::resolve(
+        ctx.ops.as_ref(),
+        &ctx.description,
+        obj,
+        envelope,
+        Purpose::Create,
+    )
+    .await?
+    {
+        Resolution::Waiting(progress) => {
+            // Nothing external happens while waiting, but a missing finalizer is put back.
+            ensure_finalizer(obj, ctx).await?;
+            return Ok(Pass::waiting(progress));
+        }
+        Resolution::Ready {
+            dependencies,
+            credentials,
+        } => {
+            mo.dependencies = dependencies;
+            mo.credentials = credentials;
+        }
+    }
+
+    let mut pass = Pass::default();
+    let (res, found) = match locate(obj, ctx, envelope, &mut mo, &mut pass).await? {
+        Ok(located) => located,
+        Err(ended) => {
+            if !pass.marker_set {
+                // (The marker's write carried the finalizer.)
+                ensure_finalizer(obj, ctx).await?;
+            }
+            return Ok(Pass {
+                id: pass.id,
+                marker_set: pass.marker_set,
+                ..ended
+            });
+        }
+    };
+    if found != Found::Created {
+        ensure_finalizer(obj, ctx).await?;
+    }
+    if mo.status_id.as_deref() != Some(res.id.as_str()) {
+        pass.id = StatusId::Set(res.id.clone());
+        mo.status_id = Some(res.id.clone());
+    }
+
+    if envelope.managed() {
+        run_reconcilers(ctx, &mo, &res, &mut pass).await;
+    }
+    observe(ctx, &mo, &res, &mut pass).await;
+    Ok(pass)
+}
+
+/// Phase 3: our finalizer (unmanaged objects carry it too, so that their delete runs the
+/// flow: ORC's rule).
+async fn ensure_finalizer(obj: &DynamicObject, ctx: &Context) -> Result<(), Error> {
+    if has_finalizer(obj, &ctx.names.finalizer) {
+        return Ok(());
+    }
+    // The apply names every field the manager owns: a marker of an earlier create stays.
+    ctx.ops
+        .apply_metadata(
+            obj,
+            &OwnMetadata {
+                finalizer: true,
+                create_pending: obj.annotations().get(CREATE_PENDING).cloned(),
+            },
+        )
+        .await
+}
+
+fn taken(what: &str, id: &str, other: &Holder) -> Failure {
+    Failure::InvalidConfiguration(format!(
+        "{what} {id}, which {} already holds; two objects must never manage one external resource",
+        other.key
+    ))
+}
+
+/// Phase 2: find the external resource — or import, adopt, or create it. `Err(pass)` ends
+/// the pass (waiting or failed).
+async fn locate(
+    obj: &DynamicObject,
+    ctx: &Context,
+    envelope: &Envelope,
+    mo: &mut ManagedObject,
+    pass: &mut Pass,
+) -> Result<Result<(ExternalResource, Found), Pass>, Error> {
+    let actuator = &ctx.actuator;
+
+    // status.id: the resource we already know — unless an older object holds it (someone
+    // edited this status.id): then it is not ours to touch.
+    if let Some(id) = mo.status_id.clone() {
+        if envelope.managed()
+            && let Some(other) = ctx.claims.senior_holder(obj, &id)
+        {
+            return Ok(Err(Pass::failed(taken("status.id is", &id, &other))));
+        }
+        match answer(actuator.get_by_id(mo, &id).await) {
+            Err(f) => return Ok(Err(Pass::failed(f))),
+            Ok(Some(res)) if res.id != id => {
+                return Ok(Err(Pass::failed(Failure::Transient(format!(
+                    "plugin {} broke the contract: get-by-id({id}) answered {}; status.id stays {id}",
+                    ctx.plugin(),
+                    res.id
+                )))));
+            }
+            Ok(Some(res)) => return Ok(Ok((res, Found::Known))),
+            Ok(None) if !envelope.managed() => {
+                return Ok(Err(Pass::failed(Failure::Unrecoverable(format!(
+                    "the imported resource {id} has been deleted from the external system"
+                )))));
+            }
+            Ok(None) => {
+                // Managed and gone: forget the id at once, then recreate it below.
+                ctx.ops.patch_status_id(obj, None).await?;
+                ctx.ops
+                    .publish(
+                        obj,
+                        Note::warning(
+                            "ExternallyDeleted",
+                            format!("{id} was deleted outside Orchard; recreating it"),
+                        ),
+                    )
+                    .await;
+                ctx.claims.forget(obj);
+                pass.id = StatusId::Clear;
+                mo.status_id = None;
+            }
+        }
+    }
+
+    match &envelope.import {
+        Some(Import::Id(id)) => {
+            if let Err(other) = ctx.claims.reserve(obj, id) {
+                return Ok(Err(Pass::failed(taken("spec.import.id names", id, &other))));
+            }
+            return Ok(match answer(actuator.get_by_id(mo, id).await) {
+                Err(f) => Err(Pass::failed(f)),
+                Ok(Some(res)) if res.id != *id => Err(Pass::failed(Failure::Transient(format!(
+                    "plugin {} broke the contract: get-by-id({id}) answered {}",
+                    ctx.plugin(),
+                    res.id
+                )))),
+                Ok(Some(res)) => {
+                    ctx.ops
+                        .publish(
+                            obj,
+                            Note::normal("Imported", format!("imported {}", res.id)),
+                        )
+                        .await;
+                    Ok((res, Found::Imported))
+                }
+                Ok(None) => Err(Pass::failed(Failure::InvalidConfiguration(format!(
+                    "spec.import.id: {id} does not exist"
+                )))),
+            });
+        }
+        Some(Import::Filter(filter)) => {
+            let found = match answer(actuator.list_for_import(mo, filter).await) {
+                Err(f) => return Ok(Err(Pass::failed(f))),
+                Ok(found) => found,
+            };
+            return Ok(match <[ExternalResource; 1]>::try_from(found) {
+                Ok([res]) => match ctx.claims.reserve(obj, &res.id) {
+                    Err(other) => Err(Pass::failed(taken(
+                        "spec.import.filter matches",
+                        &res.id,
+                        &other,
+                    ))),
+                    Ok(()) => {
+                        ctx.ops
+                            .publish(
+                                obj,
+                                Note::normal("Imported", format!("imported {} by filter", res.id)),
+                            )
+                            .await;
+                        Ok((res, Found::Imported))
+                    }
+                },
+                Err(found) if found.is_empty() => {
+                    Err(Pass::waiting(vec![Progress::WaitingOnExternal {
+                        event: WaitEvent::Creation,
+                        message: "Waiting for a resource matching spec.import.filter to exist"
+                            .to_owned(),
+                        poll_after: IMPORT_POLL,
+                    }]))
+                }
+                Err(found) => Err(Pass::failed(Failure::InvalidConfiguration(format!(
+                    "spec.import.filter matches {} resources ({}); it must match exactly one",
+                    found.len(),
+                    ids(&found)
+                )))),
+            });
+        }
+        None => {}
+    }
+    if !envelope.managed() {
+        // The envelope decoder refuses this; kept so that no path creates for an unmanaged
+        // object.
+        return Ok(Err(Pass::failed(Failure::InvalidConfiguration(
+            "spec.import: not creating an unmanaged resource".to_owned(),
+        ))));
+    }
+
+    // Adoption: a resource this object created before its id could be written.
+    let adoptable = match answer(actuator.list_for_adoption(mo).await) {
+        Err(f) => return Ok(Err(Pass::failed(f))),
+        Ok(list) => list,
+    };
+    let can_adopt = adoptable.is_some();
+    match adoptable.map(<[ExternalResource; 1]>::try_from) {
+        Some(Ok([res])) => {
+            if let Err(other) = ctx.claims.reserve(obj, &res.id) {
+                return Ok(Err(Pass::failed(taken(
+                    "this object matches the existing resource",
+                    &res.id,
+                    &other,
+                ))));
+            }
+            ctx.ops
+                .publish(
+                    obj,
+                    Note::normal("Adopted", format!("adopted existing {}", res.id)),
+                )
+                .await;
+            return Ok(Ok((res, Found::Adopted)));
+        }
+        Some(Err(found)) if !found.is_empty() => {
+            return Ok(Err(Pass::failed(Failure::InvalidConfiguration(format!(
+                "{} existing resources match this object ({}); refusing to guess which to adopt",
+                found.len(),
+                ids(&found)
+            )))));
+        }
+        None if obj.annotations().contains_key(CREATE_PENDING) => {
+            return Ok(Err(Pass::failed(Failure::Unrecoverable(format!(
+                "an earlier create was interrupted and this plugin cannot look for what it may have created; \
+                 check the external system, then remove the {CREATE_PENDING} annotation"
+            )))));
+        }
+        _ => {}
+    }
+
+    // Create, behind the marker (in the same write as the finalizer).
+    let marker = obj.annotations().get(CREATE_PENDING).cloned();
+    if marker.is_none() || !has_finalizer(obj, &ctx.names.finalizer) {
+        ctx.ops
+            .apply_metadata(
+                obj,
+                &OwnMetadata {
+                    finalizer: true,
+                    create_pending: Some(marker.unwrap_or_else(|| Timestamp::now().to_string())),
+                },
+            )
+            .await?;
+        pass.marker_set = true;
+    }
+    let marked = |p: Pass| Pass {
+        marker_set: pass.marker_set,
+        ..p
+    };
+    match actuator.create(mo).await {
+        // No answer: whether something was created is unknown; the marker stays, and the
+        // next pass looks for it by adoption before it creates again.
+        Err(e) => Ok(Err(marked(Pass::failed(call_failure(e))))),
+        Ok(Err(status)) => {
+            // The contract: a create that returns a status created nothing.
+            clear_create_pending(obj, ctx).await?;
+            let mut failed = Pass::default();
+            failed.absorb(status);
+            Ok(Err(failed))
+        }
+        Ok(Ok(res)) => {
+            if ctx.settings.abort_after_create {
+                tracing::error!(id = %res.id, "fail point abort-after-create: aborting before status.id is written");
+                std::process::abort();
+            }
+            if let Err(other) = ctx.claims.reserve(obj, &res.id) {
+                // The plugin answered with a resource another object holds: it is not ours
+                // (deleting it would destroy the other object's resource).
+                clear_create_pending(obj, ctx).await?;
+                return Ok(Err(Pass::failed(taken(
+                    "create answered the existing resource",
+                    &res.id,
+                    &other,
+                ))));
+            }
+            if !can_adopt {
+                // Nothing would find this resource after a crash: record its id at once.
+                ctx.ops.patch_status_id(obj, Some(&res.id)).await?;
+            }
+            ctx.ops
+                .publish(obj, Note::normal("Created", format!("created {}", res.id)))
+                .await;
+            Ok(Ok((res, Found::Created)))
+        }
+    }
+}
+
+fn ids(list: &[ExternalResource]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = list
+        .iter()
+        .take(SHOWN)
+        .map(|r| r.id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if list.len() > SHOWN {
+        text.push_str(&format!(" and {} more", list.len() - SHOWN));
+    }
+    text
+}
+
+/// The marker goes and the finalizer stays (one apply of the finalizer manager's fields).
+async fn clear_create_pending(obj: &DynamicObject, ctx: &Context) -> Result<(), Error> {
+    ctx.ops
+        .apply_metadata(
+            obj,
+            &OwnMetadata {
+                finalizer: true,
+                create_pending: None,
+            },
+        )
+        .await
+}
+
+/// Phase 5: every reconciler, in order, even after one fails; statuses aggregated.
+async fn run_reconcilers(
+    ctx: &Context,
+    mo: &ManagedObject,
+    res: &ExternalResource,
+    pass: &mut Pass,
+) {
+    let names = match answer(ctx.actuator.reconcilers(mo, res).await) {
+        Err(f) => return pass.failure = Some(f),
+        Ok(names) => names,
+    };
+    for name in names {
+        match ctx.actuator.run_reconciler(&name, mo, res).await {
+            Err(e) => pass.absorb(call_failure(e).into()),
+            Ok(status) => pass.absorb(status),
+        }
+    }
+}
+
+/// Phase 6: availability and observed state of the resource.
+async fn observe(ctx: &Context, mo: &ManagedObject, res: &ExternalResource, pass: &mut Pass) {
+    match ctx.actuator.available(mo, res).await {
+        Err(e) => pass.absorb(call_failure(e).into()),
+        Ok((availability, status)) => {
+            pass.availability = Some(availability);
+            pass.absorb(status);
+        }
+    }
+    match ctx.actuator.observed(res).await {
+        Err(e) => pass.absorb(call_failure(e).into()),
+        Ok(observed) => pass.observed = Some(observed),
+    }
+}

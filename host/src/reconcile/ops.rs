@@ -1,0 +1,252 @@
+//! The seam below the flows: [`ObjectOps`] is the only code that reads or writes the
+//! reconciled object, its dependencies and its Events. [`KubeOps`] is the real one (the kube
+//! client and the host's caches); the flow tests use a recording fake.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::cache::KindCache;
+use super::{Error, Names};
+
+/// Longest Event note the apiserver accepts (events.k8s.io/v1 `note`: 1 kB).
+pub const MAX_EVENT_NOTE: usize = 1024;
+
+/// Marker appended to text that was cut to fit.
+pub const TRUNCATED: &str = "…(truncated)";
+
+/// `text` cut to at most `max` bytes (on a char boundary), with [`TRUNCATED`] when cut.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub(TRUNCATED.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{TRUNCATED}", &text[..end])
+}
+
+/// The metadata the plugin's finalizer manager owns on an object: our finalizer and the
+/// create-pending marker. Applying it prunes whatever that manager owned and is not named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnMetadata {
+    /// Our finalizer is on the object.
+    pub finalizer: bool,
+    /// `orchard.dev/create-pending`: a create is in flight since this time.
+    pub create_pending: Option<String>,
+}
+
+/// An Event the flow publishes on the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Note {
+    /// A Normal event.
+    pub fn normal(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            warning: false,
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A Warning event.
+    pub fn warning(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            warning: true,
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Everything the flows do to Kubernetes.
+#[async_trait]
+pub trait ObjectOps: Send + Sync {
+    /// MUST server-side apply `meta` to `obj` as the finalizer manager, with the object's uid
+    /// as a precondition (so a re-created namesake is never touched).
+    async fn apply_metadata(&self, obj: &DynamicObject, meta: &OwnMetadata) -> Result<(), Error>;
+    /// MUST set (or, with `None`, remove) `status.id` in a merge patch of its own.
+    async fn patch_status_id(&self, obj: &DynamicObject, id: Option<&str>) -> Result<(), Error>;
+    /// MUST server-side apply `status` (the whole `status` value) as the status manager.
+    async fn apply_status(&self, obj: &DynamicObject, status: &Value) -> Result<(), Error>;
+    /// SHOULD publish `note` as an Event on `obj`; a failure is logged, never returned. The
+    /// note MUST be cut to [`MAX_EVENT_NOTE`] rather than dropped.
+    async fn publish(&self, obj: &DynamicObject, note: Note);
+    /// The cached object `namespace/name` of a dependency kind (`Secret` for credentials).
+    fn cached(&self, kind: &str, namespace: &str, name: &str) -> Option<Arc<DynamicObject>>;
+    /// MUST put this plugin's guard finalizer on `dep` (of dependency kind `kind`).
+    async fn guard(&self, kind: &str, dep: &DynamicObject) -> Result<(), Error>;
+}
+
+/// [`ObjectOps`] on the real apiserver.
+pub struct KubeOps {
+    client: Client,
+    resource: ApiResource,
+    names: Names,
+    recorder: Recorder,
+    plugin: String,
+    dependencies: HashMap<String, Arc<KindCache>>,
+}
+
+impl KubeOps {
+    /// The operations on objects of `resource`, with the caches of its dependency kinds.
+    pub fn new(
+        client: Client,
+        resource: ApiResource,
+        names: Names,
+        recorder: Recorder,
+        plugin: String,
+        dependencies: HashMap<String, Arc<KindCache>>,
+    ) -> Self {
+        Self {
+            client,
+            resource,
+            names,
+            recorder,
+            plugin,
+            dependencies,
+        }
+    }
+
+    fn api(&self, obj: &DynamicObject) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &obj.namespace().unwrap_or_default(),
+            &self.resource,
+        )
+    }
+
+    fn kube_error(
+        &self,
+        action: &'static str,
+        obj: &DynamicObject,
+    ) -> impl FnOnce(kube::Error) -> Error {
+        let kind = self.resource.kind.clone();
+        let name = obj.name_any();
+        move |source| Error::Kube {
+            action,
+            kind,
+            name,
+            source,
+        }
+    }
+
+    fn body(&self, obj: &DynamicObject, mut body: Value) -> Value {
+        body["apiVersion"] = json!(self.resource.api_version);
+        body["kind"] = json!(self.resource.kind);
+        body["metadata"]["name"] = json!(obj.name_any());
+        body["metadata"]["uid"] = json!(obj.uid());
+        body
+    }
+}
+
+#[async_trait]
+impl ObjectOps for KubeOps {
+    async fn apply_metadata(&self, obj: &DynamicObject, meta: &OwnMetadata) -> Result<(), Error> {
+        let finalizers: Vec<&str> = if meta.finalizer {
+            vec![&self.names.finalizer]
+        } else {
+            vec![]
+        };
+        let mut body = json!({"metadata": {"finalizers": finalizers}});
+        if let Some(since) = &meta.create_pending {
+            body["metadata"]["annotations"] = json!({super::flow::CREATE_PENDING: since});
+        }
+        let params = PatchParams::apply(&self.names.finalizer_manager).force();
+        self.api(obj)
+            .patch(
+                &obj.name_any(),
+                &params,
+                &Patch::Apply(self.body(obj, body)),
+            )
+            .await
+            .map(drop)
+            .map_err(self.kube_error("apply metadata to", obj))
+    }
+
+    async fn patch_status_id(&self, obj: &DynamicObject, id: Option<&str>) -> Result<(), Error> {
+        let body = json!({"metadata": {"uid": obj.uid()}, "status": {"id": id}});
+        self.api(obj)
+            .patch_status(
+                &obj.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await
+            .map(drop)
+            .map_err(self.kube_error("patch status.id of", obj))
+    }
+
+    async fn apply_status(&self, obj: &DynamicObject, status: &Value) -> Result<(), Error> {
+        let params = PatchParams::apply(&self.names.status_manager).force();
+        let body = self.body(obj, json!({"status": status}));
+        self.api(obj)
+            .patch_status(&obj.name_any(), &params, &Patch::Apply(body))
+            .await
+            .map(drop)
+            .map_err(self.kube_error("apply status to", obj))
+    }
+
+    async fn publish(&self, obj: &DynamicObject, note: Note) {
+        let event = Event {
+            type_: if note.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: note.reason.clone(),
+            note: Some(truncate(&note.message, MAX_EVENT_NOTE)),
+            action: note.reason,
+            secondary: None,
+        };
+        if let Err(e) = self
+            .recorder
+            .publish(&event, &obj.object_ref(&self.resource))
+            .await
+        {
+            tracing::warn!(plugin = %self.plugin, object = %obj.name_any(), error = %e, "could not publish event");
+        }
+    }
+
+    fn cached(&self, kind: &str, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+        self.dependencies.get(kind)?.get(namespace, name)
+    }
+
+    async fn guard(&self, kind: &str, dep: &DynamicObject) -> Result<(), Error> {
+        let Some(cache) = self.dependencies.get(kind) else {
+            return Ok(());
+        };
+        super::deps::apply_guard(
+            &self.client,
+            &cache.resource,
+            &self.names.guard_manager,
+            dep,
+            json!([self.names.guard_finalizer]),
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_with_a_marker_and_short_text_is_kept() {
+        assert_eq!(truncate("short", 10), "short");
+        let cut = truncate(&"é".repeat(1000), MAX_EVENT_NOTE);
+        assert!(cut.len() <= MAX_EVENT_NOTE, "{}", cut.len());
+        assert!(cut.ends_with(TRUNCATED));
+    }
+}

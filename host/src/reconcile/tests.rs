@@ -1,0 +1,1077 @@
+//! Table tests of the flows, below the seam: an in-memory external system behind the
+//! [`Actuator`] trait, and a recording fake of [`ObjectOps`] that applies every write to its
+//! copy of the object (a one-object apiserver). Each case asserts the exact writes, the
+//! actuator calls, the conditions and what comes next. The e2e suites prove the same flows
+//! against the real apiserver and external systems.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+use super::claims::Claims;
+use super::flow::{CREATE_PENDING, Next, reconcile_object};
+use super::ops::{Note, ObjectOps, OwnMetadata};
+use super::status::Pass;
+use super::{Context, Error, Settings};
+use crate::actuator::{
+    Actuator, Availability, CallError, CallResult, Description, ExternalResource, Failure,
+    ManagedObject, Status,
+};
+
+const FINALIZER: &str = "orchard.dev/fake";
+
+// ---------------------------------------------------------------------------------------
+// The in-memory external system
+// ---------------------------------------------------------------------------------------
+
+/// How the fake plugin's `create` behaves.
+#[derive(Debug, Clone, Default, PartialEq)]
+enum CreateMode {
+    #[default]
+    Works,
+    /// Returns a failure (created nothing).
+    Fails(Failure),
+    /// Produces no answer (a trap): whether it created is unknown.
+    Traps,
+    /// Creates, but answers with this id (e.g. an existing resource's).
+    AnswersId(String),
+}
+
+/// A plugin over an in-memory store of resources `id → state`; ids are `ext-<name>`, and
+/// adoption matches by `state.name == spec.resource.name`.
+#[derive(Default)]
+struct System {
+    resources: Mutex<BTreeMap<String, Value>>,
+    calls: Mutex<Vec<String>>,
+    create: Mutex<CreateMode>,
+    /// `list-for-adoption` answers `none` (the plugin cannot adopt).
+    cannot_adopt: bool,
+    /// `get-by-id` answers with another id.
+    wrong_id: Mutex<bool>,
+    /// `delete` leaves the resource in place for this many calls of get-by-id.
+    slow_delete: Mutex<u32>,
+}
+
+impl System {
+    fn calls(&self) -> Vec<String> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+    fn call(&self, name: &str) {
+        self.calls.lock().unwrap().push(name.to_owned());
+    }
+    fn put(&self, id: &str, name: &str) {
+        self.resources
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), json!({"name": name}));
+    }
+    fn has(&self, id: &str) -> bool {
+        self.resources.lock().unwrap().contains_key(id)
+    }
+    fn res(id: &str, state: &Value) -> ExternalResource {
+        ExternalResource {
+            id: id.to_owned(),
+            state: state.clone(),
+        }
+    }
+    fn spec_name(obj: &ManagedObject) -> String {
+        obj.spec
+            .as_ref()
+            .and_then(|s| s["name"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+#[async_trait]
+impl Actuator for System {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    async fn describe(&self) -> CallResult<Description> {
+        Ok(description())
+    }
+    async fn get_by_id(
+        &self,
+        _: &ManagedObject,
+        id: &str,
+    ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
+        self.call("get-by-id");
+        let mut slow = self.slow_delete.lock().unwrap();
+        let found = self.resources.lock().unwrap().get(id).cloned();
+        if *self.wrong_id.lock().unwrap() {
+            return Ok(Ok(found.map(|s| Self::res("someone-else", &s))));
+        }
+        if found.is_none() && *slow > 0 {
+            *slow -= 1;
+            return Ok(Ok(Some(Self::res(id, &json!({})))));
+        }
+        Ok(Ok(found.map(|s| Self::res(id, &s))))
+    }
+    async fn list_for_adoption(
+        &self,
+        obj: &ManagedObject,
+    ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
+        self.call("list-for-adoption");
+        if self.cannot_adopt {
+            return Ok(Ok(None));
+        }
+        let name = Self::spec_name(obj);
+        Ok(Ok(Some(
+            self.resources
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(_, s)| s["name"] == name.as_str())
+                .map(|(id, s)| Self::res(id, s))
+                .collect(),
+        )))
+    }
+    async fn list_for_import(
+        &self,
+        _: &ManagedObject,
+        filter: &Value,
+    ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
+        self.call("list-for-import");
+        Ok(Ok(self
+            .resources
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| s["name"] == filter["name"])
+            .map(|(id, s)| Self::res(id, s))
+            .collect()))
+    }
+    async fn create(&self, obj: &ManagedObject) -> CallResult<Result<ExternalResource, Status>> {
+        self.call("create");
+        let name = Self::spec_name(obj);
+        let id = format!("ext-{name}");
+        match self.create.lock().unwrap().clone() {
+            CreateMode::Works => {
+                self.put(&id, &name);
+                Ok(Ok(Self::res(&id, &json!({"name": name}))))
+            }
+            CreateMode::Fails(f) => Ok(Err(f.into())),
+            CreateMode::Traps => Err(CallError::Trap {
+                plugin: "fake".into(),
+                function: "create",
+                message: "unreachable".into(),
+            }),
+            CreateMode::AnswersId(other) => Ok(Ok(Self::res(&other, &json!({"name": name})))),
+        }
+    }
+    async fn delete(&self, _: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
+        self.call("delete");
+        self.resources.lock().unwrap().remove(&res.id);
+        Ok(Status::default())
+    }
+    async fn reconcilers(
+        &self,
+        _: &ManagedObject,
+        _: &ExternalResource,
+    ) -> CallResult<Result<Vec<String>, Failure>> {
+        self.call("reconcilers");
+        Ok(Ok(vec![]))
+    }
+    async fn run_reconciler(
+        &self,
+        _: &str,
+        _: &ManagedObject,
+        _: &ExternalResource,
+    ) -> CallResult<Status> {
+        self.call("run-reconciler");
+        Ok(Status::default())
+    }
+    async fn available(
+        &self,
+        _: &ManagedObject,
+        _: &ExternalResource,
+    ) -> CallResult<(Availability, Status)> {
+        self.call("available");
+        Ok((Availability::Available, Status::default()))
+    }
+    async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
+        self.call("observed");
+        Ok(res.state.clone())
+    }
+}
+
+fn description() -> Description {
+    Description {
+        name: "fake".into(),
+        group: "fake.orchard.dev".into(),
+        version: "v1".into(),
+        kind: "Thing".into(),
+        plural: "things".into(),
+        resource_schema: json!({"type": "object"}),
+        filter_schema: None,
+        observed_schema: json!({"type": "object"}),
+        dependencies: vec![],
+        needs_credentials: false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The recording fake of the seam
+// ---------------------------------------------------------------------------------------
+
+/// One write the flow made, in order.
+#[derive(Debug, Clone, PartialEq)]
+enum Write {
+    Metadata { finalizer: bool, marker: bool },
+    StatusId(Option<String>),
+    Status(Value),
+    Event(String),
+}
+
+/// A one-object apiserver: every write is recorded and applied to its copy.
+struct Cluster {
+    object: Mutex<DynamicObject>,
+    writes: Mutex<Vec<Write>>,
+    cached: Mutex<HashMap<(String, String), DynamicObject>>,
+    /// Refuse this many status applies with 413.
+    refuse_status: Mutex<u32>,
+}
+
+impl Cluster {
+    fn new(object: DynamicObject) -> Self {
+        Self {
+            object: Mutex::new(object),
+            writes: Mutex::default(),
+            cached: Mutex::default(),
+            refuse_status: Mutex::new(0),
+        }
+    }
+    fn current(&self) -> DynamicObject {
+        self.object.lock().unwrap().clone()
+    }
+    fn writes(&self) -> Vec<Write> {
+        std::mem::take(&mut *self.writes.lock().unwrap())
+    }
+    fn record(&self, w: Write) {
+        self.writes.lock().unwrap().push(w);
+    }
+}
+
+#[async_trait]
+impl ObjectOps for Cluster {
+    async fn apply_metadata(&self, _: &DynamicObject, meta: &OwnMetadata) -> Result<(), Error> {
+        self.record(Write::Metadata {
+            finalizer: meta.finalizer,
+            marker: meta.create_pending.is_some(),
+        });
+        let mut o = self.object.lock().unwrap();
+        let mut finalizers: Vec<String> = o
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        if meta.finalizer {
+            finalizers.push(FINALIZER.to_owned());
+        }
+        o.metadata.finalizers = Some(finalizers);
+        let annotations = o.metadata.annotations.get_or_insert_default();
+        match &meta.create_pending {
+            Some(since) => annotations.insert(CREATE_PENDING.to_owned(), since.clone()),
+            None => annotations.remove(CREATE_PENDING),
+        };
+        Ok(())
+    }
+    async fn patch_status_id(&self, _: &DynamicObject, id: Option<&str>) -> Result<(), Error> {
+        self.record(Write::StatusId(id.map(str::to_owned)));
+        let mut o = self.object.lock().unwrap();
+        if !o.data["status"].is_object() {
+            o.data["status"] = json!({});
+        }
+        o.data["status"]["id"] = json!(id);
+        Ok(())
+    }
+    async fn apply_status(&self, _: &DynamicObject, status: &Value) -> Result<(), Error> {
+        {
+            let mut refuse = self.refuse_status.lock().unwrap();
+            if *refuse > 0 {
+                *refuse -= 1;
+                return Err(Error::Kube {
+                    action: "apply status to",
+                    kind: "Thing".into(),
+                    name: "a".into(),
+                    source: kube::Error::Api(Box::new(kube::core::Status {
+                        code: 413,
+                        message: "Request entity too large".into(),
+                        ..Default::default()
+                    })),
+                });
+            }
+        }
+        self.record(Write::Status(status.clone()));
+        self.object.lock().unwrap().data["status"] = status.clone();
+        Ok(())
+    }
+    async fn publish(&self, _: &DynamicObject, note: Note) {
+        self.record(Write::Event(note.reason));
+    }
+    fn cached(&self, kind: &str, _: &str, name: &str) -> Option<Arc<DynamicObject>> {
+        self.cached
+            .lock()
+            .unwrap()
+            .get(&(kind.to_owned(), name.to_owned()))
+            .cloned()
+            .map(Arc::new)
+    }
+    async fn guard(&self, kind: &str, _: &DynamicObject) -> Result<(), Error> {
+        self.record(Write::Event(format!("guard {kind}")));
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+fn object(name: &str, created: i64, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "fake.orchard.dev/v1", "kind": "Thing",
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"), "generation": 1,
+                     "creationTimestamp": jiff::Timestamp::from_second(created).unwrap().to_string()},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn managed(name: &str) -> DynamicObject {
+    object(name, 100, json!({"resource": {"name": name}}))
+}
+
+struct World {
+    system: Arc<System>,
+    cluster: Arc<Cluster>,
+    ctx: Context,
+}
+
+impl World {
+    fn new(obj: DynamicObject) -> Self {
+        Self::with(System::default(), obj)
+    }
+    fn with(system: System, obj: DynamicObject) -> Self {
+        Self::sharing(system, obj, Arc::new(Claims::default()))
+    }
+    fn sharing(system: System, obj: DynamicObject, claims: Arc<Claims>) -> Self {
+        let system = Arc::new(system);
+        let cluster = Arc::new(Cluster::new(obj));
+        let ctx = Context::new(
+            Arc::clone(&system) as Arc<dyn Actuator>,
+            description(),
+            Settings::default(),
+            Arc::clone(&cluster) as Arc<dyn ObjectOps>,
+            claims,
+        );
+        Self {
+            system,
+            cluster,
+            ctx,
+        }
+    }
+    /// One pass over the object as the cluster has it now; the watch then shows the result.
+    async fn pass(&self) -> (Pass, Next) {
+        let obj = self.cluster.current();
+        let out = reconcile_object(&obj, &self.ctx).await.unwrap();
+        self.ctx.claims.observe(&self.cluster.current());
+        out
+    }
+    fn object(&self) -> DynamicObject {
+        self.cluster.current()
+    }
+    fn set(&self, f: impl FnOnce(&mut DynamicObject)) {
+        f(&mut self.cluster.object.lock().unwrap());
+    }
+    fn delete(&self) {
+        self.set(|o| {
+            o.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+            )
+        });
+    }
+}
+
+fn condition(obj: &DynamicObject, type_: &str) -> (String, String, String) {
+    let c = obj.data["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_).cloned())
+        .unwrap_or_default();
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+    (s("status"), s("reason"), s("message"))
+}
+
+fn kinds(writes: &[Write]) -> Vec<String> {
+    writes
+        .iter()
+        .map(|w| match w {
+            Write::Metadata { finalizer, marker } => {
+                format!("metadata(finalizer={finalizer}, marker={marker})")
+            }
+            Write::StatusId(id) => format!("status.id={id:?}"),
+            Write::Status(s) => format!("status(id={})", s["id"]),
+            Write::Event(reason) => format!("event {reason}"),
+        })
+        .collect()
+}
+
+fn objects_writes(writes: &[Write]) -> usize {
+    writes
+        .iter()
+        .filter(|w| !matches!(w, Write::Event(_)))
+        .count()
+}
+
+// ---------------------------------------------------------------------------------------
+// Create / update
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_new_object_is_created_in_three_writes_plus_its_event() {
+    let w = World::new(managed("a"));
+    let (pass, next) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(next, Next::Wait);
+    let writes = w.cluster.writes();
+    assert_eq!(
+        kinds(&writes),
+        [
+            "metadata(finalizer=true, marker=true)",
+            "event Created",
+            "status(id=\"ext-a\")",
+            "metadata(finalizer=true, marker=false)",
+        ]
+    );
+    assert_eq!(objects_writes(&writes), 3);
+    assert_eq!(
+        w.system.calls(),
+        [
+            "list-for-adoption",
+            "create",
+            "reconcilers",
+            "available",
+            "observed"
+        ]
+    );
+    let obj = w.object();
+    assert_eq!(obj.data["status"]["id"], "ext-a");
+    assert!(
+        !obj.annotations().contains_key(CREATE_PENDING),
+        "the marker is gone"
+    );
+    assert_eq!(condition(&obj, "Available").0, "True");
+    assert_eq!(condition(&obj, "Progressing").1, "Success");
+}
+
+#[tokio::test]
+async fn a_plugin_that_cannot_adopt_gets_its_id_recorded_at_once() {
+    let w = World::with(
+        System {
+            cannot_adopt: true,
+            ..System::default()
+        },
+        managed("a"),
+    );
+    w.pass().await;
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=true)",
+            "status.id=Some(\"ext-a\")",
+            "event Created",
+            "status(id=\"ext-a\")",
+            "metadata(finalizer=true, marker=false)",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_up_to_date_object_costs_no_write_and_no_call() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
+    let (_, next) = w.pass().await;
+    assert_eq!(next, Next::Wait);
+    assert_eq!(w.cluster.writes(), []);
+    assert!(w.system.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_finalizer_removed_by_hand_is_put_back_without_touching_the_resource() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
+    w.set(|o| o.metadata.finalizers = Some(vec![]));
+    w.pass().await;
+    assert_eq!(
+        kinds(&w.cluster.writes())[0],
+        "metadata(finalizer=true, marker=false)"
+    );
+    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
+    assert_eq!(
+        w.system.calls(),
+        ["get-by-id", "reconcilers", "available", "observed"],
+        "it is looked up by id, never created again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_minute() {
+    for mode in [
+        CreateMode::Fails(Failure::Transient("quota".into())),
+        CreateMode::Traps,
+    ] {
+        let system = System::default();
+        *system.create.lock().unwrap() = mode.clone();
+        let w = World::with(system, managed("a"));
+        let start = tokio::time::Instant::now();
+        let mut creates = 0;
+        while start.elapsed() < Duration::from_secs(60) {
+            let (pass, next) = w.pass().await;
+            creates += w.system.calls().iter().filter(|c| *c == "create").count();
+            assert_eq!(
+                pass.failure.as_ref().map(Failure::reason),
+                Some("TransientError")
+            );
+            let Next::After(delay) = next else {
+                panic!("a transient failure is retried: {next:?}");
+            };
+            tokio::time::sleep(delay).await;
+        }
+        assert!(creates <= 7, "{mode:?}: {creates} creates in 60 s");
+        assert!(creates >= 5, "{mode:?}: it is retried ({creates})");
+        assert_eq!(
+            condition(&w.object(), "Progressing").1,
+            "TransientError",
+            "{mode:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_create_that_failed_cleanly_clears_its_marker() {
+    let system = System::default();
+    *system.create.lock().unwrap() = CreateMode::Fails(Failure::Transient("quota".into()));
+    let w = World::with(system, managed("a"));
+    w.pass().await;
+    assert_eq!(
+        kinds(&w.cluster.writes())[..2],
+        [
+            "metadata(finalizer=true, marker=true)",
+            "metadata(finalizer=true, marker=false)"
+        ]
+    );
+    assert!(!w.object().annotations().contains_key(CREATE_PENDING));
+}
+
+#[tokio::test]
+async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again() {
+    let system = System::default();
+    *system.create.lock().unwrap() = CreateMode::Traps;
+    let w = World::with(system, managed("a"));
+    w.pass().await;
+    assert!(
+        w.object().annotations().contains_key(CREATE_PENDING),
+        "outcome unknown: the marker stays"
+    );
+    // It did create, in fact (the trap came after): the next pass adopts it.
+    w.system.put("ext-a", "a");
+    *w.system.create.lock().unwrap() = CreateMode::Works;
+    w.system.calls();
+    w.cluster.writes();
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done());
+    assert_eq!(
+        w.system.calls(),
+        ["list-for-adoption", "reconcilers", "available", "observed"]
+    );
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "event Adopted",
+            "status(id=\"ext-a\")",
+            "metadata(finalizer=true, marker=false)"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_create_of_a_plugin_that_cannot_adopt_is_never_repeated() {
+    let w = World::with(
+        System {
+            cannot_adopt: true,
+            ..System::default()
+        },
+        managed("a"),
+    );
+    w.set(|o| {
+        o.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        o.metadata.annotations = Some([(CREATE_PENDING.to_owned(), "earlier".to_owned())].into());
+    });
+    let (pass, next) = w.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("UnrecoverableError")
+    );
+    assert_eq!(next, Next::Wait);
+    assert!(!w.system.calls().contains(&"create".to_owned()));
+}
+
+#[tokio::test]
+async fn several_adoption_candidates_are_terminal_and_nothing_is_created() {
+    let w = World::new(managed("a"));
+    w.system.put("ext-a", "a");
+    w.system.put("ext-a2", "a");
+    let (pass, next) = w.pass().await;
+    let (_, reason, message) = condition(&w.object(), "Progressing");
+    assert_eq!(reason, "InvalidConfiguration");
+    assert!(message.contains("2 existing resources"), "{message}");
+    assert_eq!(next, Next::Wait);
+    assert!(pass.failure.is_some());
+    assert!(!w.system.calls().contains(&"create".to_owned()));
+}
+
+#[tokio::test]
+async fn adopting_a_resource_another_object_holds_is_terminal_and_names_it() {
+    let claims = Arc::new(Claims::default());
+    let first = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    first.pass().await;
+    // A second object whose adoption matches the same resource.
+    let second = World::sharing(
+        System::default(),
+        object("b", 200, json!({"resource": {"name": "a"}})),
+        claims,
+    );
+    second.system.put("ext-a", "a");
+    let (_, next) = second.pass().await;
+    let (status, reason, message) = condition(&second.object(), "Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "InvalidConfiguration")
+    );
+    assert!(message.contains("ns/a"), "{message}");
+    assert_eq!(next, Next::Wait);
+    assert!(second.object().data["status"]["id"].is_null());
+    assert!(!second.system.calls().contains(&"create".to_owned()));
+}
+
+#[tokio::test]
+async fn a_status_id_edited_to_an_older_objects_id_is_refused_without_calling_the_plugin() {
+    let claims = Arc::new(Claims::default());
+    let older = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    older.pass().await;
+    let mut hostile = managed("b");
+    hostile.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    hostile.data["status"] = json!({"id": "ext-a"});
+    let b = World::sharing(System::default(), hostile, Arc::clone(&claims));
+    claims.observe(&b.object());
+    let (_, next) = b.pass().await;
+    let (_, reason, message) = condition(&b.object(), "Progressing");
+    assert_eq!(reason, "InvalidConfiguration");
+    assert!(message.contains("ns/a"), "{message}");
+    assert_eq!(next, Next::Wait);
+    assert!(
+        b.system.calls().is_empty(),
+        "the other object's resource is not touched"
+    );
+    assert_eq!(
+        b.object().data["status"]["id"],
+        "ext-a",
+        "status.id stays as it was"
+    );
+}
+
+#[tokio::test]
+async fn a_get_by_id_answering_another_id_is_transient_and_keeps_status_id() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    *w.system.wrong_id.lock().unwrap() = true;
+    w.set(|o| o.metadata.generation = Some(2));
+    let (pass, next) = w.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("TransientError")
+    );
+    assert!(
+        pass.failure
+            .unwrap()
+            .to_string()
+            .contains("broke the contract")
+    );
+    assert!(matches!(next, Next::After(_)));
+    assert_eq!(w.object().data["status"]["id"], "ext-a");
+}
+
+#[tokio::test]
+async fn a_managed_resource_deleted_outside_is_forgotten_and_created_again() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    w.cluster.writes();
+    w.system.resources.lock().unwrap().clear();
+    w.set(|o| o.metadata.generation = Some(2));
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(writes[..2], ["status.id=None", "event ExternallyDeleted"]);
+    assert!(writes.contains(&"event Created".to_owned()));
+    assert!(w.system.has("ext-a"));
+    assert_eq!(w.object().data["status"]["id"], "ext-a");
+}
+
+#[tokio::test]
+async fn an_unmanaged_resource_deleted_outside_is_unrecoverable() {
+    let w = World::new(object(
+        "u",
+        100,
+        json!({"managementPolicy": "unmanaged", "import": {"id": "ext-x"}}),
+    ));
+    w.system.put("ext-x", "x");
+    w.pass().await;
+    assert_eq!(w.object().data["status"]["id"], "ext-x");
+    w.system.resources.lock().unwrap().clear();
+    w.set(|o| o.metadata.generation = Some(2));
+    let (pass, _) = w.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("UnrecoverableError")
+    );
+}
+
+#[tokio::test]
+async fn import_by_id_finds_it_or_is_terminal_and_never_creates() {
+    let w = World::new(object(
+        "u",
+        100,
+        json!({"managementPolicy": "unmanaged", "import": {"id": "ext-x"}}),
+    ));
+    let (pass, _) = w.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("InvalidConfiguration")
+    );
+    assert!(
+        condition(&w.object(), "Progressing")
+            .2
+            .contains("spec.import.id")
+    );
+    w.system.put("ext-x", "x");
+    w.set(|o| o.metadata.generation = Some(2));
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done());
+    assert_eq!(w.object().data["status"]["id"], "ext-x");
+    assert_eq!(
+        w.system.calls(),
+        ["get-by-id", "get-by-id", "available", "observed"],
+        "unmanaged: no reconcilers, no create"
+    );
+}
+
+#[tokio::test]
+async fn import_by_filter_waits_for_one_match_and_refuses_several() {
+    let w = World::new(object(
+        "u",
+        100,
+        json!({"managementPolicy": "unmanaged", "import": {"filter": {"name": "x"}}}),
+    ));
+    let (_, next) = w.pass().await;
+    assert_eq!(next, Next::After(super::normal::IMPORT_POLL));
+    assert_eq!(condition(&w.object(), "Progressing").0, "True");
+    w.system.put("ext-x", "x");
+    w.pass().await;
+    assert_eq!(w.object().data["status"]["id"], "ext-x");
+
+    let several = World::new(object(
+        "v",
+        100,
+        json!({"managementPolicy": "unmanaged", "import": {"filter": {"name": "y"}}}),
+    ));
+    several.system.put("ext-y1", "y");
+    several.system.put("ext-y2", "y");
+    let (pass, next) = several.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("InvalidConfiguration")
+    );
+    assert_eq!(next, Next::Wait);
+}
+
+#[tokio::test]
+async fn unmanaged_imports_may_share_a_resource_with_its_managed_owner() {
+    let claims = Arc::new(Claims::default());
+    let owner = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    owner.pass().await;
+    let reader = World::sharing(
+        System::default(),
+        object(
+            "r",
+            200,
+            json!({"managementPolicy": "unmanaged", "import": {"id": "ext-a"}}),
+        ),
+        claims,
+    );
+    reader.system.put("ext-a", "a");
+    let (pass, _) = reader.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+}
+
+#[tokio::test]
+async fn a_malformed_envelope_is_invalid_configuration_naming_the_field() {
+    let w = World::new(object(
+        "a",
+        100,
+        json!({"resyncPeriod": "often", "resource": {"name": "a"}}),
+    ));
+    let (pass, next) = w.pass().await;
+    assert_eq!(next, Next::Wait);
+    assert!(
+        pass.failure
+            .unwrap()
+            .to_string()
+            .starts_with("spec.resyncPeriod")
+    );
+    assert!(w.system.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_refused_status_write_is_replaced_by_a_minimal_status_that_says_why() {
+    let w = World::new(managed("a"));
+    *w.cluster.refuse_status.lock().unwrap() = 1;
+    let (pass, next) = w.pass().await;
+    assert!(matches!(next, Next::After(_)), "backs off: {next:?}");
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("TransientError")
+    );
+    let obj = w.object();
+    assert_eq!(obj.data["status"]["id"], "ext-a", "the id is kept");
+    assert!(obj.data["status"]["resource"].is_null());
+    assert!(
+        condition(&obj, "Progressing")
+            .2
+            .contains("refused the status write")
+    );
+}
+
+#[tokio::test]
+async fn a_terminal_failure_is_retried_when_an_input_changes() {
+    let mut d = description();
+    d.needs_credentials = true;
+    let w = World::new(object(
+        "a",
+        100,
+        json!({"resource": {"name": "a"}, "credentialsRef": {"secretName": "creds"}}),
+    ));
+    let ctx = Context::new(
+        Arc::clone(&w.system) as Arc<dyn Actuator>,
+        d,
+        Settings::default(),
+        Arc::clone(&w.cluster) as Arc<dyn ObjectOps>,
+        Arc::new(Claims::default()),
+    );
+    let secret = |rv: &str| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "creds", "namespace": "ns", "resourceVersion": rv}, "data": {}}))
+        .unwrap()
+    };
+    w.cluster
+        .cached
+        .lock()
+        .unwrap()
+        .insert(("Secret".into(), "creds".into()), secret("1"));
+    *w.system.create.lock().unwrap() =
+        CreateMode::Fails(Failure::InvalidConfiguration("bad key".into()));
+    let run = || async { reconcile_object(&w.cluster.current(), &ctx).await.unwrap() };
+    run().await;
+    assert_eq!(
+        condition(&w.object(), "Progressing").1,
+        "InvalidConfiguration"
+    );
+    w.system.calls();
+    run().await;
+    assert!(
+        w.system.calls().is_empty(),
+        "terminal: skipped while nothing changed"
+    );
+    *w.system.create.lock().unwrap() = CreateMode::Works;
+    w.cluster
+        .cached
+        .lock()
+        .unwrap()
+        .insert(("Secret".into(), "creds".into()), secret("2"));
+    let (pass, _) = run().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert!(w.system.calls().contains(&"create".to_owned()));
+}
+
+#[tokio::test]
+async fn create_answering_an_id_another_object_holds_is_terminal() {
+    let claims = Arc::new(Claims::default());
+    let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    a.pass().await;
+    let system = System::default();
+    *system.create.lock().unwrap() = CreateMode::AnswersId("ext-a".into());
+    let b = World::sharing(system, managed("b"), claims);
+    let (pass, _) = b.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("InvalidConfiguration")
+    );
+    assert!(b.object().data["status"]["id"].is_null());
+    assert!(!b.object().annotations().contains_key(CREATE_PENDING));
+}
+
+// ---------------------------------------------------------------------------------------
+// Delete
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn delete_removes_the_resource_then_releases_the_finalizer_only() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
+    w.delete();
+    let (pass, next) = w.pass().await;
+    assert!(pass.released);
+    assert_eq!(next, Next::Wait);
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
+    assert_eq!(w.system.calls(), ["get-by-id", "delete", "get-by-id"]);
+    assert!(!w.system.has("ext-a"));
+    assert_eq!(w.ctx.remembered(), 0, "bookkeeping of the object is gone");
+    assert!(w.ctx.claims.is_empty());
+}
+
+#[tokio::test]
+async fn delete_polls_until_the_resource_is_gone() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    *w.system.slow_delete.lock().unwrap() = 1;
+    w.delete();
+    let (_, next) = w.pass().await;
+    assert_eq!(next, Next::After(super::delete::DELETE_POLL));
+    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+}
+
+#[tokio::test]
+async fn delete_waits_for_foreign_finalizers() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    w.set(|o| {
+        o.metadata
+            .finalizers
+            .get_or_insert_default()
+            .push("x.dev/guard".into())
+    });
+    w.delete();
+    w.system.calls();
+    let (pass, _) = w.pass().await;
+    assert!(!pass.released);
+    assert!(w.system.calls().is_empty());
+    assert!(
+        condition(&w.object(), "Progressing")
+            .2
+            .contains("x.dev/guard")
+    );
+}
+
+#[tokio::test]
+async fn detach_leaves_the_resource_in_place() {
+    let w = World::new(object(
+        "a",
+        100,
+        json!({"resource": {"name": "a"}, "managedOptions": {"onDelete": "detach"}}),
+    ));
+    w.pass().await;
+    w.system.calls();
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert!(w.system.calls().is_empty());
+    assert!(w.system.has("ext-a"));
+}
+
+#[tokio::test]
+async fn delete_without_status_id_finds_the_orphan_of_an_interrupted_create() {
+    let w = World::new(managed("a"));
+    w.system.put("ext-a", "a");
+    w.set(|o| o.metadata.finalizers = Some(vec![FINALIZER.into()]));
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert_eq!(
+        w.system.calls(),
+        ["list-for-adoption", "delete", "get-by-id"]
+    );
+    assert!(!w.system.has("ext-a"));
+}
+
+#[tokio::test]
+async fn delete_with_several_adoption_candidates_is_terminal_and_deletes_nothing() {
+    let w = World::new(managed("a"));
+    w.system.put("ext-a1", "a");
+    w.system.put("ext-a2", "a");
+    w.set(|o| o.metadata.finalizers = Some(vec![FINALIZER.into()]));
+    w.delete();
+    let (pass, next) = w.pass().await;
+    assert!(!pass.released);
+    assert_eq!(next, Next::Wait, "terminal: no loop");
+    assert_eq!(w.system.calls(), ["list-for-adoption"]);
+    assert_eq!(
+        condition(&w.object(), "Progressing").1,
+        "InvalidConfiguration"
+    );
+}
+
+#[tokio::test]
+async fn deleting_an_object_whose_status_id_another_holds_deletes_only_its_own_resource() {
+    let claims = Arc::new(Claims::default());
+    let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    a.pass().await;
+    // b created its own resource, then someone edited b's status.id to a's.
+    let system = System::default();
+    system.put("ext-a", "a");
+    let b = World::sharing(system, managed("b"), Arc::clone(&claims));
+    b.pass().await;
+    assert!(b.system.has("ext-b"));
+    b.set(|o| o.data["status"]["id"] = json!("ext-a"));
+    claims.observe(&b.object());
+    b.delete();
+    b.system.calls();
+    let (pass, _) = b.pass().await;
+    assert!(pass.released);
+    assert!(b.system.has("ext-a"), "the other object's resource stays");
+    assert!(!b.system.has("ext-b"), "its own resource is not leaked");
+}
+
+#[tokio::test]
+async fn deleting_an_object_whose_only_resource_another_holds_leaves_it_in_place() {
+    let claims = Arc::new(Claims::default());
+    let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    a.pass().await;
+    let mut hostile = managed("b");
+    hostile.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    hostile.data["status"] = json!({"id": "ext-a"});
+    let system = System::default();
+    system.put("ext-a", "a");
+    let b = World::sharing(system, hostile, Arc::clone(&claims));
+    claims.observe(&b.object());
+    b.delete();
+    let (pass, _) = b.pass().await;
+    assert!(pass.released);
+    assert!(!b.system.calls().contains(&"delete".to_owned()));
+    assert!(kinds(&b.cluster.writes()).contains(&"event LeftInPlace".to_owned()));
+}

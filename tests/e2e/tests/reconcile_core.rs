@@ -1,0 +1,236 @@
+//! The reconcile core against the real apiserver (and the real PowerDNS where a resource is
+//! involved): a failing create backs off, exclusive claims hold, a finalizer removed by hand
+//! comes back, and the create marker is gone after create.
+
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use orchard_e2e::harness::{Harness, HostSpec};
+use orchard_e2e::poll_until;
+use orchard_e2e::scenario::{CONVERGE, Scenario, plugin};
+use serde_json::json;
+
+fn zone_yaml(name: &str, zone: &str) -> String {
+    format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: {name}}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{name: \"{zone}\"}}\n"
+    )
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The sum of the samples of `series` whose labels contain every `labels` pair.
+fn sum(metrics: &str, series: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with(['{', ' ']))
+        .filter(|l| labels.iter().all(|p| l.contains(p)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn annotations(obj: &DynamicObject) -> Vec<String> {
+    obj.metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .into_keys()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_minute()
+-> anyhow::Result<()> {
+    let echo = ApiResource {
+        group: "fixtures.orchard.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "fixtures.orchard.dev/v1alpha1".into(),
+        kind: "Echo".into(),
+        plural: "echoes".into(),
+    };
+    let mut h = Harness::new(
+        "failing-create",
+        HostSpec {
+            plugins: vec![plugin("orchard-fixture-echo")],
+            kinds: vec![echo],
+            allow_hosts: vec![],
+        },
+    )
+    .await?;
+    let admin = format!("127.0.0.1:{}", free_port()?);
+    let _host = h.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
+    h.wait_kinds().await?;
+    h.apply(
+        "apiVersion: fixtures.orchard.dev/v1alpha1\nkind: Echo\nmetadata: {name: failing}\nspec:\n  resource: {failCreate: \"the external system is out of quota\"}\n",
+    )
+    .await?;
+    let started = tokio::time::Instant::now();
+    let obj = h
+        .wait_condition(
+            "Echo",
+            "failing",
+            "Progressing",
+            "True",
+            Some("TransientError"),
+        )
+        .await?;
+    assert!(
+        orchard_e2e::harness::progressing_message(&obj).contains("out of quota"),
+        "{obj:?}"
+    );
+    // Count the create calls the host made in the object's first minute.
+    tokio::time::sleep_until(started + Duration::from_secs(60)).await;
+    let metrics = reqwest::get(format!("http://{admin}/metrics"))
+        .await?
+        .text()
+        .await?;
+    // (The plugin label is the component's file name.)
+    let creates = sum(
+        &metrics,
+        "orchard_wasm_call_duration_seconds_count",
+        &["echo\"", "function=\"create\""],
+    );
+    assert!(
+        (3.0..=7.0).contains(&creates),
+        "{creates} create calls in 60 s"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_zone_adopting_the_same_powerdns_zone_is_refused_and_nothing_is_deleted()
+-> anyhow::Result<()> {
+    let mut s = Scenario::new("claim-adoption").await?;
+    let _host = s.start_host(&[])?;
+    let zone = s.zone_name("claimed");
+    s.apply(&zone_yaml("first", &zone)).await?;
+    let first = s.wait_ready(&s.zones, "first").await?;
+    assert!(
+        !annotations(&first).contains(&"orchard.dev/create-pending".to_owned()),
+        "the create marker is gone once status.id is recorded"
+    );
+
+    s.apply(&zone_yaml("second", &zone)).await?;
+    let second = s
+        .wait_condition(
+            &s.zones,
+            "second",
+            "Progressing",
+            "False",
+            Some("InvalidConfiguration"),
+        )
+        .await?;
+    let message = Scenario::progressing_message(&second);
+    assert!(message.contains(&format!("{}/first", s.ns)), "{message}");
+    assert!(second.data["status"]["id"].is_null());
+
+    s.delete(&s.zones, "second").await?;
+    s.wait_gone(&s.zones, "second").await?;
+    assert!(
+        s.pdns_zone(&zone).await?.is_some(),
+        "deleting the refused object deleted the other's zone"
+    );
+    s.wait_ready(&s.zones, "first").await?;
+    s.delete(&s.zones, "first").await?;
+    s.wait_gone(&s.zones, "first").await?;
+    assert!(s.pdns_zone(&zone).await?.is_none(), "the zone leaked");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_imported_zone_cannot_be_adopted_by_a_managed_object() -> anyhow::Result<()> {
+    let mut s = Scenario::new("claim-import").await?;
+    let zone = s.zone_name("imported");
+    s.pdns_create_zone(&zone, "someone").await?;
+    let _host = s.start_host(&[])?;
+    s.apply(&format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: reader}}\nspec:\n  managementPolicy: unmanaged\n  credentialsRef: {{secretName: pdns}}\n  import: {{id: \"{zone}\"}}\n"
+    ))
+    .await?;
+    s.wait_ready(&s.zones, "reader").await?;
+    s.apply(&zone_yaml("taker", &zone)).await?;
+    let taker = s
+        .wait_condition(
+            &s.zones,
+            "taker",
+            "Progressing",
+            "False",
+            Some("InvalidConfiguration"),
+        )
+        .await?;
+    assert!(
+        Scenario::progressing_message(&taker).contains(&format!("{}/reader", s.ns)),
+        "{taker:?}"
+    );
+    s.delete(&s.zones, "taker").await?;
+    s.wait_gone(&s.zones, "taker").await?;
+    assert!(
+        s.pdns_zone(&zone).await?.is_some(),
+        "the imported zone was deleted"
+    );
+    s.pdns_delete_zone(&zone).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_id_edited_to_another_zones_id_never_deletes_that_zone() -> anyhow::Result<()> {
+    let mut s = Scenario::new("claim-edit").await?;
+    let _host = s.start_host(&[])?;
+    let (zone_a, zone_b) = (s.zone_name("a"), s.zone_name("b"));
+    s.apply(&zone_yaml("a", &zone_a)).await?;
+    s.apply(&zone_yaml("b", &zone_b)).await?;
+    s.wait_ready(&s.zones, "a").await?;
+    s.wait_ready(&s.zones, "b").await?;
+    // A hostile (or mistaken) edit: b claims a's zone.
+    s.zones
+        .patch_status(
+            "b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"id": zone_a}})),
+        )
+        .await?;
+    s.delete(&s.zones, "b").await?;
+    s.wait_gone(&s.zones, "b").await?;
+    assert!(
+        s.pdns_zone(&zone_a).await?.is_some(),
+        "a's zone was deleted"
+    );
+    assert!(s.pdns_zone(&zone_b).await?.is_none(), "b's own zone leaked");
+    s.wait_ready(&s.zones, "a").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finalizer_removed_by_hand_comes_back() -> anyhow::Result<()> {
+    let mut s = Scenario::new("finalizer").await?;
+    let _host = s.start_host(&[])?;
+    let zone = s.zone_name("fin");
+    s.apply(&zone_yaml("fin", &zone)).await?;
+    s.wait_ready(&s.zones, "fin").await?;
+    let zones: &Api<DynamicObject> = &s.zones;
+    zones
+        .patch(
+            "fin",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    poll_until(CONVERGE, "the finalizer to come back", || async {
+        let obj = zones.get("fin").await?;
+        Ok(obj
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"orchard.dev/pdns-zone".to_owned())
+            .then_some(()))
+    })
+    .await?;
+    s.delete(&s.zones, "fin").await?;
+    s.wait_gone(&s.zones, "fin").await?;
+    assert!(s.pdns_zone(&zone).await?.is_none(), "the zone leaked");
+    Ok(())
+}
