@@ -1,6 +1,8 @@
 //! The sandbox contains misbehaving plugins: each fault costs one call, typed and named, and
 //! the next call — to the same plugin or another — succeeds.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code")]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -1,6 +1,11 @@
 //! Shared helpers of the host's integration tests.
 
-#![allow(dead_code, reason = "each test binary uses a different subset")]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "each test binary uses a different subset; test code"
+)]
 
 use std::path::PathBuf;
 use std::sync::Arc;
