@@ -593,6 +593,7 @@ fn preview(s: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "test code")]
 mod tests {
     use super::*;
     use crate::actuator::WaitEvent;
