@@ -2,6 +2,7 @@
 //! `wit/actuator.wit`. The Wasm component adapter ([`crate::runtime::ComponentActuator`]) is
 //! one implementation; a natively linked plugin is another (benchmarks and flow tests).
 
+pub mod contract;
 mod native;
 mod slot;
 mod types;
@@ -37,13 +38,14 @@ pub enum CallError {
         function: &'static str,
         message: String,
     },
-    /// The guest returned a value that breaks the contract (e.g. JSON that does not parse).
-    #[error("plugin {plugin}: {function} returned malformed {field}: {message}")]
-    MalformedOutput {
+    /// The plugin returned a value that breaks the contract: JSON that does not parse, an
+    /// invalid id or name, a document or list over its bound ([`contract`] has every rule).
+    #[error("plugin {plugin}: {function} broke the contract (rule {rule}): {detail}")]
+    Contract {
         plugin: String,
         function: &'static str,
-        field: &'static str,
-        message: String,
+        rule: contract::Rule,
+        detail: String,
     },
     /// No instance could be made for the call (pool exhausted, link error…).
     #[error("plugin {plugin}: could not instantiate for {function}: {message}")]
@@ -61,7 +63,7 @@ impl CallError {
             Self::Deadline { plugin, .. }
             | Self::MemoryCap { plugin, .. }
             | Self::Trap { plugin, .. }
-            | Self::MalformedOutput { plugin, .. }
+            | Self::Contract { plugin, .. }
             | Self::Instantiate { plugin, .. } => plugin,
         }
     }

@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use orchard_sdk as sdk;
 use serde_json::Value;
 
+use super::contract::{Boundary, RawDescription};
 use super::{
-    Actuator, Availability, CallError, CallResult, DependencyDecl, Description, ExternalResource,
-    Failure, ManagedObject, Progress, Status, WaitEvent,
+    Actuator, Availability, CallResult, DependencyDecl, Description, ExternalResource, Failure,
+    ManagedObject, Progress, Status, WaitEvent,
 };
 
 /// An SDK actuator called natively (blocking calls run on the caller's thread).
@@ -31,29 +32,8 @@ impl<A: sdk::Actuator> NativeActuator<A> {
         }
     }
 
-    fn malformed(
-        &self,
-        function: &'static str,
-        field: &'static str,
-        e: impl ToString,
-    ) -> CallError {
-        CallError::MalformedOutput {
-            plugin: self.name.clone(),
-            function,
-            field,
-            message: e.to_string(),
-        }
-    }
-
-    fn json(&self, function: &'static str, field: &'static str, text: &str) -> CallResult<Value> {
-        serde_json::from_str(text).map_err(|e| self.malformed(function, field, e))
-    }
-
-    fn resource(&self, function: &'static str, r: sdk::Resource) -> CallResult<ExternalResource> {
-        Ok(ExternalResource {
-            state: self.json(function, "external-resource.state", &r.state)?,
-            id: r.id,
-        })
+    fn boundary(&self, function: &'static str) -> Boundary<'_> {
+        Boundary::new(&self.name, function)
     }
 }
 
@@ -61,6 +41,10 @@ impl<A: sdk::Actuator> Default for NativeActuator<A> {
     fn default() -> Self {
         Self::new()
     }
+}
+
+fn parts(r: sdk::Resource) -> (String, String) {
+    (r.id, r.state)
 }
 
 fn object(o: &ManagedObject) -> sdk::Object {
@@ -152,16 +136,16 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
     }
 
     async fn describe(&self) -> CallResult<Description> {
-        const F: &str = "describe";
         let d = self.raw.describe();
-        Ok(Description {
-            resource_schema: self.json(F, "description.resource-schema", &d.resource_schema)?,
-            observed_schema: self.json(F, "description.observed-schema", &d.observed_schema)?,
-            filter_schema: d
-                .filter_schema
-                .as_deref()
-                .map(|t| self.json(F, "description.filter-schema", t))
-                .transpose()?,
+        self.boundary("describe").description(RawDescription {
+            name: d.name,
+            group: d.group,
+            version: d.version,
+            kind: d.kind,
+            plural: d.plural,
+            resource_schema: d.resource_schema,
+            filter_schema: d.filter_schema,
+            observed_schema: d.observed_schema,
             dependencies: d
                 .dependencies
                 .into_iter()
@@ -174,11 +158,6 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
                     guard_deletion: d.guard_deletion,
                 })
                 .collect(),
-            name: d.name,
-            group: d.group,
-            version: d.version,
-            kind: d.kind,
-            plural: d.plural,
             needs_credentials: d.needs_credentials,
         })
     }
@@ -188,26 +167,24 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         obj: &ManagedObject,
         id: &str,
     ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
-        match self.raw.get_by_id(object(obj), id) {
-            Ok(Some(r)) => Ok(Ok(Some(self.resource("get-by-id", r)?))),
-            Ok(None) => Ok(Ok(None)),
-            Err(f) => Ok(Err(failure(f))),
-        }
+        let b = self.boundary("get-by-id");
+        Ok(match self.raw.get_by_id(object(obj), id) {
+            Ok(Some(r)) => Ok(Some(b.resource_for_id(id, r.id, &r.state)?)),
+            Ok(None) => Ok(None),
+            Err(f) => Err(b.failure(failure(f))),
+        })
     }
 
     async fn list_for_adoption(
         &self,
         obj: &ManagedObject,
     ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
-        match self.raw.list_for_adoption(object(obj)) {
-            Ok(Some(list)) => Ok(Ok(Some(
-                list.into_iter()
-                    .map(|r| self.resource("list-for-adoption", r))
-                    .collect::<CallResult<_>>()?,
-            ))),
-            Ok(None) => Ok(Ok(None)),
-            Err(f) => Ok(Err(failure(f))),
-        }
+        let b = self.boundary("list-for-adoption");
+        Ok(match self.raw.list_for_adoption(object(obj)) {
+            Ok(Some(list)) => Ok(Some(b.resources(list, parts)?)),
+            Ok(None) => Ok(None),
+            Err(f) => Err(b.failure(failure(f))),
+        })
     }
 
     async fn list_for_import(
@@ -215,24 +192,26 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         obj: &ManagedObject,
         filter: &Value,
     ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
-        match self.raw.list_for_import(object(obj), &filter.to_string()) {
-            Ok(list) => Ok(Ok(list
-                .into_iter()
-                .map(|r| self.resource("list-for-import", r))
-                .collect::<CallResult<_>>()?)),
-            Err(f) => Ok(Err(failure(f))),
-        }
+        let b = self.boundary("list-for-import");
+        Ok(
+            match self.raw.list_for_import(object(obj), &filter.to_string()) {
+                Ok(list) => Ok(b.resources(list, parts)?),
+                Err(f) => Err(b.failure(failure(f))),
+            },
+        )
     }
 
     async fn create(&self, obj: &ManagedObject) -> CallResult<Result<ExternalResource, Status>> {
-        match self.raw.create(object(obj)) {
-            Ok(r) => Ok(Ok(self.resource("create", r)?)),
-            Err(s) => Ok(Err(status(s))),
-        }
+        let b = self.boundary("create");
+        Ok(match self.raw.create(object(obj)) {
+            Ok(r) => Ok(b.resource(r.id, &r.state)?),
+            Err(s) => Err(b.status(status(s))?),
+        })
     }
 
     async fn delete(&self, obj: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
-        Ok(status(self.raw.delete(object(obj), &resource(res))))
+        let s = self.raw.delete(object(obj), &resource(res));
+        self.boundary("delete").status(status(s))
     }
 
     async fn reconcilers(
@@ -240,10 +219,11 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         obj: &ManagedObject,
         res: &ExternalResource,
     ) -> CallResult<Result<Vec<String>, Failure>> {
-        Ok(self
-            .raw
-            .reconcilers(object(obj), &resource(res))
-            .map_err(failure))
+        let b = self.boundary("reconcilers");
+        Ok(match self.raw.reconcilers(object(obj), &resource(res)) {
+            Ok(names) => Ok(b.reconcilers(names)?),
+            Err(f) => Err(b.failure(failure(f))),
+        })
     }
 
     async fn run_reconciler(
@@ -252,11 +232,8 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         obj: &ManagedObject,
         res: &ExternalResource,
     ) -> CallResult<Status> {
-        Ok(status(self.raw.run_reconciler(
-            name,
-            object(obj),
-            &resource(res),
-        )))
+        let s = self.raw.run_reconciler(name, object(obj), &resource(res));
+        self.boundary("run-reconciler").status(status(s))
     }
 
     async fn available(
@@ -270,11 +247,11 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
             sdk::Availability::Unavailable => Availability::Unavailable,
             sdk::Availability::Unknown => Availability::Unknown,
         };
-        Ok((a, status(s)))
+        Ok((a, self.boundary("available").status(status(s))?))
     }
 
     async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
         let text = self.raw.observed(&resource(res));
-        self.json("observed", "observed", &text)
+        self.boundary("observed").observed(&text)
     }
 }

@@ -1,20 +1,35 @@
 //! [`ComponentActuator`]: the [`Actuator`] trait over a Wasm component. Every call gets a
 //! fresh store and instance from the `InstancePre` (no state leaks between objects), a
-//! deadline, and the plugin's memory cap and egress policy.
+//! wall-clock deadline, and the plugin's memory cap, output cap and egress policy. Every
+//! value the guest returns goes through [`crate::actuator::contract`].
+//!
+//! # Deadline and scheduling
+//!
+//! The deadline is measured on the wall clock from the call's start (instantiation
+//! included). Two mechanisms enforce it:
+//!
+//! - the epoch-deadline callback runs at every epoch tick ([`engine::EPOCH_TICK`]) while the
+//!   guest computes: past the deadline it interrupts the guest (`Trap::Interrupt`, reported as
+//!   [`CallError::Deadline`]); before it, the guest yields to the async runtime, so a spinning
+//!   guest holds its worker thread for at most one tick at a time;
+//! - a tokio timeout one tick after the deadline stops a guest that waits on I/O (it is not
+//!   running Wasm, so no epoch check happens).
+//!
+//! A drifting ticker only delays the check by its drift; it does not add up over the call.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use wasmtime::Store;
-use wasmtime::Trap;
+use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{ActuatorPlugin, ActuatorPluginPre, wit};
 use super::egress::EgressPolicy;
 use super::engine;
 use super::limits::Limits;
 use super::state::PluginState;
+use crate::actuator::contract::{Boundary, RawDescription};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Dependency, DependencyDecl, Description,
     ExternalResource, Failure, ManagedObject, Progress, Status, WaitEvent,
@@ -44,6 +59,7 @@ impl ComponentActuator {
         &self,
         function: &'static str,
         object: &str,
+        deadline: Instant,
     ) -> CallResult<(Store<PluginState>, ActuatorPlugin)> {
         let state = PluginState::new(
             Arc::clone(&self.name),
@@ -53,26 +69,23 @@ impl ComponentActuator {
         );
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
-        store.set_epoch_deadline(engine::ticks(self.limits.call_timeout));
-        store.epoch_deadline_trap();
+        // The callback runs at the next tick, then at every tick.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                // tokio's own yield: the task goes to the back of the queue and the runtime
+                // polls its I/O and timer drivers before resuming it.
+                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
+            })
+        });
         let plugin = self
             .pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| self.classify(function, &store, e, "instantiate"))?;
         Ok((store, plugin))
-    }
-
-    /// Runs one export with the wall-clock deadline: the epoch deadline stops a guest that
-    /// computes, this one a guest that waits on I/O.
-    async fn deadline<R>(
-        &self,
-        function: &'static str,
-        call: impl Future<Output = wasmtime::Result<R>>,
-    ) -> Result<wasmtime::Result<R>, CallError> {
-        tokio::time::timeout(self.limits.call_timeout + engine::EPOCH_TICK, call)
-            .await
-            .map_err(|_| self.deadline_error(function))
     }
 
     fn deadline_error(&self, function: &'static str) -> CallError {
@@ -118,20 +131,27 @@ impl ComponentActuator {
         }
     }
 
-    /// Runs `function` on a fresh instance and classifies any failure.
+    /// Runs `function` on a fresh instance under the call's deadline (module docs) and
+    /// classifies any failure.
     async fn call<R>(
         &self,
         function: &'static str,
         object: &str,
         run: impl AsyncFnOnce(&ActuatorPlugin, &mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> CallResult<R> {
-        let started = std::time::Instant::now();
-        let result = async {
-            let (mut store, plugin) = self.instance(function, object).await?;
-            let outcome = self.deadline(function, run(&plugin, &mut store)).await?;
+        let started = Instant::now();
+        let deadline = started + self.limits.call_timeout;
+        let call = async {
+            let (mut store, plugin) = self.instance(function, object, deadline).await?;
+            let outcome = run(&plugin, &mut store).await;
             outcome.map_err(|e| self.classify(function, &store, e, "call"))
+        };
+        let result = tokio::time::timeout_at((deadline + engine::EPOCH_TICK).into(), call)
+            .await
+            .unwrap_or_else(|_| Err(self.deadline_error(function)));
+        if let Err(e) = &result {
+            tracing::debug!(plugin = %self.name, object, function, error = %e, "plugin call failed");
         }
-        .await;
         crate::ops::metrics::global().wasm_call(
             &self.name,
             function,
@@ -141,47 +161,13 @@ impl ComponentActuator {
         result
     }
 
-    fn malformed(
-        &self,
-        function: &'static str,
-        field: &'static str,
-        e: impl ToString,
-    ) -> CallError {
-        CallError::MalformedOutput {
-            plugin: self.name.to_string(),
-            function,
-            field,
-            message: e.to_string(),
-        }
+    fn boundary(&self, function: &'static str) -> Boundary<'_> {
+        Boundary::new(&self.name, function)
     }
+}
 
-    fn json(&self, function: &'static str, field: &'static str, text: &str) -> CallResult<Value> {
-        serde_json::from_str(text).map_err(|e| self.malformed(function, field, e))
-    }
-
-    fn resource(
-        &self,
-        function: &'static str,
-        r: wit::ExternalResource,
-    ) -> CallResult<ExternalResource> {
-        if r.id.is_empty() {
-            return Err(self.malformed(function, "external-resource.id", "empty id"));
-        }
-        Ok(ExternalResource {
-            state: self.json(function, "external-resource.state", &r.state)?,
-            id: r.id,
-        })
-    }
-
-    fn resources(
-        &self,
-        function: &'static str,
-        list: Vec<wit::ExternalResource>,
-    ) -> CallResult<Vec<ExternalResource>> {
-        list.into_iter()
-            .map(|r| self.resource(function, r))
-            .collect()
-    }
+fn parts(r: wit::ExternalResource) -> (String, String) {
+    (r.id, r.state)
 }
 
 #[async_trait]
@@ -197,14 +183,15 @@ impl Actuator for ComponentActuator {
                 p.orchard_actuator_actuator().call_describe(s).await
             })
             .await?;
-        let filter_schema = match &d.filter_schema {
-            Some(text) => Some(self.json(F, "description.filter-schema", text)?),
-            None => None,
-        };
-        Ok(Description {
-            resource_schema: self.json(F, "description.resource-schema", &d.resource_schema)?,
-            observed_schema: self.json(F, "description.observed-schema", &d.observed_schema)?,
-            filter_schema,
+        self.boundary(F).description(RawDescription {
+            name: d.name,
+            group: d.group,
+            version: d.version,
+            kind: d.kind,
+            plural: d.plural,
+            resource_schema: d.resource_schema,
+            filter_schema: d.filter_schema,
+            observed_schema: d.observed_schema,
             dependencies: d
                 .dependencies
                 .into_iter()
@@ -217,11 +204,6 @@ impl Actuator for ComponentActuator {
                     guard_deletion: d.guard_deletion,
                 })
                 .collect(),
-            name: d.name,
-            group: d.group,
-            version: d.version,
-            kind: d.kind,
-            plural: d.plural,
             needs_credentials: d.needs_credentials,
         })
     }
@@ -240,10 +222,11 @@ impl Actuator for ComponentActuator {
                     .await
             })
             .await?;
+        let b = self.boundary(F);
         Ok(match r {
-            Ok(Some(r)) => Ok(Some(self.resource(F, r)?)),
+            Ok(Some(r)) => Ok(Some(b.resource_for_id(id, r.id, &r.state)?)),
             Ok(None) => Ok(None),
-            Err(f) => Err(failure(f)),
+            Err(f) => Err(b.failure(failure(f))),
         })
     }
 
@@ -260,10 +243,11 @@ impl Actuator for ComponentActuator {
                     .await
             })
             .await?;
+        let b = self.boundary(F);
         Ok(match r {
-            Ok(Some(list)) => Ok(Some(self.resources(F, list)?)),
+            Ok(Some(list)) => Ok(Some(b.resources(list, parts)?)),
             Ok(None) => Ok(None),
-            Err(f) => Err(failure(f)),
+            Err(f) => Err(b.failure(failure(f))),
         })
     }
 
@@ -282,9 +266,10 @@ impl Actuator for ComponentActuator {
                     .await
             })
             .await?;
+        let b = self.boundary(F);
         Ok(match r {
-            Ok(list) => Ok(self.resources(F, list)?),
-            Err(f) => Err(failure(f)),
+            Ok(list) => Ok(b.resources(list, parts)?),
+            Err(f) => Err(b.failure(failure(f))),
         })
     }
 
@@ -296,9 +281,10 @@ impl Actuator for ComponentActuator {
                 p.orchard_actuator_actuator().call_create(s, &o).await
             })
             .await?;
+        let b = self.boundary(F);
         Ok(match r {
-            Ok(r) => Ok(self.resource(F, r)?),
-            Err(s) => Err(status(s)),
+            Ok(r) => Ok(b.resource(r.id, &r.state)?),
+            Err(s) => Err(b.status(status(s))?),
         })
     }
 
@@ -309,7 +295,7 @@ impl Actuator for ComponentActuator {
                 p.orchard_actuator_actuator().call_delete(s, &o, &r).await
             })
             .await?;
-        Ok(status(s))
+        self.boundary("delete").status(status(s))
     }
 
     async fn reconcilers(
@@ -325,7 +311,11 @@ impl Actuator for ComponentActuator {
                     .await
             })
             .await?;
-        Ok(out.map_err(failure))
+        let b = self.boundary("reconcilers");
+        Ok(match out {
+            Ok(names) => Ok(b.reconcilers(names)?),
+            Err(f) => Err(b.failure(failure(f))),
+        })
     }
 
     async fn run_reconciler(
@@ -342,7 +332,7 @@ impl Actuator for ComponentActuator {
                     .await
             })
             .await?;
-        Ok(status(s))
+        self.boundary("run-reconciler").status(status(s))
     }
 
     async fn available(
@@ -363,7 +353,7 @@ impl Actuator for ComponentActuator {
             wit::Availability::Unavailable => Availability::Unavailable,
             wit::Availability::Unknown => Availability::Unknown,
         };
-        Ok((a, status(s)))
+        Ok((a, self.boundary("available").status(status(s))?))
     }
 
     async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
@@ -374,7 +364,7 @@ impl Actuator for ComponentActuator {
                 p.orchard_actuator_actuator().call_observed(s, &r).await
             })
             .await?;
-        self.json(F, "observed", &text)
+        self.boundary(F).observed(&text)
     }
 }
 

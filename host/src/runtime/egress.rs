@@ -201,6 +201,7 @@ impl WasiHttpHooks for EgressHooks {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "test code")]
 mod tests {
     use super::*;
 

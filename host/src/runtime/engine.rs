@@ -7,7 +7,8 @@ use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
 };
 
-/// One epoch tick. Deadlines are rounded up to whole ticks.
+/// One epoch tick: how often a computing guest checks its wall-clock deadline and yields to the
+/// async runtime (`component.rs`). A guest is stopped within one tick past its deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Largest linear memory any plugin may be configured for (the pool's slot size).
@@ -87,13 +88,5 @@ fn spawn_ticker(engine: wasmtime::EngineWeak) {
             }
         })
         .map(drop)
-        .unwrap_or_else(|e| tracing::error!(error = %e, "could not start the epoch ticker; deadlines fall back to the wall clock"));
-}
-
-/// The number of ticks covering `timeout`.
-pub fn ticks(timeout: Duration) -> u64 {
-    let tick = EPOCH_TICK.as_millis().max(1);
-    u64::try_from(timeout.as_millis().div_ceil(tick))
-        .unwrap_or(u64::MAX)
-        .max(1)
+        .unwrap_or_else(|e| tracing::error!(error = %e, "could not start the epoch ticker: computing guests are neither interrupted nor made to yield, only the I/O timeout holds"));
 }

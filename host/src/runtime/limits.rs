@@ -57,3 +57,11 @@ impl wasmtime::ResourceLimiter for MemoryCap {
         Ok(desired <= MAX_TABLE_ELEMENTS)
     }
 }
+
+/// Most bytes of guest output (stdout, stderr and the `log` interface together) logged per
+/// call; the rest is dropped and counted in one line at the end of the call.
+pub const MAX_OUTPUT_BYTES_PER_CALL: usize = 64 << 10;
+
+/// Most lines of guest output (stdout, stderr and the `log` interface together) logged per
+/// call; the rest is dropped and counted in one line at the end of the call.
+pub const MAX_OUTPUT_LINES_PER_CALL: usize = 200;

@@ -1,18 +1,21 @@
 //! What one store holds: the WASI context (no files, no environment, no sockets), the HTTP
-//! context with the plugin's egress hooks, the memory cap, and the names logs are tagged with.
+//! context with the plugin's egress hooks, the memory cap, and the guest's output (stdout,
+//! stderr and the `log` interface) with its per-call cap.
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::log;
 use super::egress::{EgressHooks, EgressPolicy};
-use super::limits::MemoryCap;
+use super::limits::{MAX_OUTPUT_BYTES_PER_CALL, MAX_OUTPUT_LINES_PER_CALL, MemoryCap};
 
 /// Store data of one call.
 pub(crate) struct PluginState {
@@ -21,8 +24,7 @@ pub(crate) struct PluginState {
     table: ResourceTable,
     egress: EgressHooks,
     pub(crate) memory: MemoryCap,
-    plugin: Arc<str>,
-    object: String,
+    output: Arc<Mutex<Output>>,
 }
 
 /// Most resources a guest may hold at once (streams, requests, pollables).
@@ -37,12 +39,13 @@ impl PluginState {
     ) -> Self {
         // WasiCtxBuilder starts empty (no args, env, or preopens); sockets are closed
         // explicitly: all outbound traffic must go through wasi:http and its allow-list.
+        let output = Arc::new(Mutex::new(Output::new(Arc::clone(&plugin), object)));
         let mut wasi = WasiCtxBuilder::new();
         wasi.allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .stdout(GuestOutput::new(&plugin, "stdout"))
-            .stderr(GuestOutput::new(&plugin, "stderr"));
+            .stdout(GuestStream::new(&output, Stream::Stdout))
+            .stderr(GuestStream::new(&output, Stream::Stderr));
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
         Self {
@@ -57,8 +60,7 @@ impl PluginState {
                 limit: memory_limit,
                 hit: false,
             },
-            plugin,
-            object,
+            output,
         }
     }
 }
@@ -82,12 +84,92 @@ impl WasiHttpView for PluginState {
     }
 }
 
-/// Longest log line kept from a guest; the rest is cut.
+/// Longest line kept from a guest; the rest of the line is dropped (and counted).
 const MAX_LINE: usize = 16 * 1024;
 
 impl log::Host for PluginState {
     fn log(&mut self, level: log::Level, message: String) {
-        let message = truncate(&message);
+        lock(&self.output).log(level, &message);
+    }
+}
+
+fn lock(output: &Mutex<Output>) -> std::sync::MutexGuard<'_, Output> {
+    // A panic while logging cannot leave `Output` inconsistent (counters and buffers only).
+    output.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Which guest stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdout => "stdout",
+            Self::Stderr => "stderr",
+        }
+    }
+}
+
+/// All guest output of one call: lines become tracing events tagged with plugin and object,
+/// until the call's budget ([`MAX_OUTPUT_BYTES_PER_CALL`], [`MAX_OUTPUT_LINES_PER_CALL`]) is
+/// spent; the rest is counted. When the store goes (the call ended, finished or not),
+/// unfinished lines are logged and one line says how much was dropped.
+struct Output {
+    plugin: Arc<str>,
+    object: String,
+    bytes: usize,
+    lines: usize,
+    dropped_bytes: usize,
+    dropped_lines: usize,
+    /// The unfinished line of stdout and of stderr.
+    partial: [Vec<u8>; 2],
+    /// Bytes of the unfinished line past [`MAX_LINE`], dropped.
+    partial_cut: [usize; 2],
+}
+
+impl Output {
+    fn new(plugin: Arc<str>, object: String) -> Self {
+        Self {
+            plugin,
+            object,
+            bytes: 0,
+            lines: 0,
+            dropped_bytes: 0,
+            dropped_lines: 0,
+            partial: [Vec::new(), Vec::new()],
+            partial_cut: [0, 0],
+        }
+    }
+
+    fn exhausted(&self) -> bool {
+        self.lines >= MAX_OUTPUT_LINES_PER_CALL || self.bytes >= MAX_OUTPUT_BYTES_PER_CALL
+    }
+
+    /// Takes one line (of `len` bytes as the guest wrote it) from the budget, or counts it
+    /// dropped. Once the budget is spent every later line is dropped, so what is logged is
+    /// the beginning of the output, in order.
+    fn admit(&mut self, len: usize) -> bool {
+        if self.exhausted() || self.bytes + len > MAX_OUTPUT_BYTES_PER_CALL {
+            // A line that does not fit closes the budget.
+            self.bytes = MAX_OUTPUT_BYTES_PER_CALL;
+            self.dropped_lines += 1;
+            self.dropped_bytes += len;
+            return false;
+        }
+        self.lines += 1;
+        self.bytes += len;
+        true
+    }
+
+    fn log(&mut self, level: log::Level, message: &str) {
+        if !self.admit(message.len()) {
+            return;
+        }
+        let message = truncate(message);
         let (plugin, object) = (&*self.plugin, self.object.as_str());
         match level {
             log::Level::Trace => tracing::trace!(plugin, object, "{message}"),
@@ -95,6 +177,70 @@ impl log::Host for PluginState {
             log::Level::Info => tracing::info!(plugin, object, "{message}"),
             log::Level::Warn => tracing::warn!(plugin, object, "{message}"),
             log::Level::Error => tracing::error!(plugin, object, "{message}"),
+        }
+    }
+
+    fn write(&mut self, stream: Stream, buf: &[u8]) {
+        let i = stream as usize;
+        for piece in buf.split_inclusive(|&b| b == b'\n') {
+            let (text, ends_line) = match piece.split_last() {
+                Some((b'\n', text)) => (text, true),
+                _ => (piece, false),
+            };
+            if self.exhausted() {
+                // Nothing more is logged: count, do not buffer.
+                self.dropped_bytes += piece.len();
+                self.dropped_lines += usize::from(ends_line);
+                continue;
+            }
+            let room = MAX_LINE.saturating_sub(self.partial[i].len());
+            let kept = text.len().min(room);
+            self.partial[i].extend_from_slice(&text[..kept]);
+            self.partial_cut[i] += text.len() - kept;
+            if ends_line {
+                self.end_line(stream);
+            }
+        }
+    }
+
+    /// Logs the unfinished line of `stream` (if the budget allows) and starts a new one.
+    fn end_line(&mut self, stream: Stream) {
+        let i = stream as usize;
+        let line = std::mem::take(&mut self.partial[i]);
+        let cut = std::mem::take(&mut self.partial_cut[i]);
+        if !self.admit(line.len() + cut) {
+            return;
+        }
+        self.dropped_bytes += cut;
+        let text = String::from_utf8_lossy(&line);
+        tracing::info!(
+            plugin = %self.plugin,
+            object = %self.object,
+            stream = stream.as_str(),
+            "{}",
+            text.trim_end_matches('\r')
+        );
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let i = stream as usize;
+            if !self.partial[i].is_empty() || self.partial_cut[i] > 0 {
+                self.end_line(stream);
+            }
+        }
+        if self.dropped_lines > 0 || self.dropped_bytes > 0 {
+            tracing::warn!(
+                plugin = %self.plugin,
+                object = %self.object,
+                dropped_lines = self.dropped_lines,
+                dropped_bytes = self.dropped_bytes,
+                "guest output over the per-call cap ({MAX_OUTPUT_BYTES_PER_CALL} bytes, {MAX_OUTPUT_LINES_PER_CALL} lines): dropped {} lines, {} bytes",
+                self.dropped_lines,
+                self.dropped_bytes
+            );
         }
     }
 }
@@ -110,63 +256,69 @@ fn truncate(s: &str) -> &str {
     &s[..end]
 }
 
-/// Guest stdout / stderr: each line becomes a tracing event tagged with the plugin.
+/// Guest stdout / stderr: a synchronous stream into the call's [`Output`] (no background
+/// task, so every byte is accounted for by the time the call returns).
 #[derive(Clone)]
-struct GuestOutput {
-    plugin: Arc<str>,
-    stream: &'static str,
+struct GuestStream {
+    output: Arc<Mutex<Output>>,
+    stream: Stream,
 }
 
-impl GuestOutput {
-    fn new(plugin: &Arc<str>, stream: &'static str) -> Self {
+impl GuestStream {
+    fn new(output: &Arc<Mutex<Output>>, stream: Stream) -> Self {
         Self {
-            plugin: Arc::clone(plugin),
+            output: Arc::clone(output),
             stream,
         }
     }
 }
 
-impl IsTerminal for GuestOutput {
+impl IsTerminal for GuestStream {
     fn is_terminal(&self) -> bool {
         false
     }
 }
 
-impl StdoutStream for GuestOutput {
+/// What one write may carry (the guest asks with `check-write`).
+const WRITE_CHUNK: usize = 64 * 1024;
+
+impl StdoutStream for GuestStream {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(LineWriter {
-            out: self.clone(),
-            line: Vec::new(),
-        })
+        Box::new(self.clone())
     }
 }
 
-struct LineWriter {
-    out: GuestOutput,
-    line: Vec<u8>,
-}
+impl OutputStream for GuestStream {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        lock(&self.output).write(self.stream, &bytes);
+        Ok(())
+    }
 
-impl LineWriter {
-    fn emit(&mut self) {
-        let text = String::from_utf8_lossy(&self.line);
-        tracing::info!(plugin = %self.out.plugin, stream = self.out.stream, "{}", truncate(text.trim_end()));
-        self.line.clear();
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(WRITE_CHUNK)
     }
 }
 
-impl tokio::io::AsyncWrite for LineWriter {
+#[async_trait::async_trait]
+impl Pollable for GuestStream {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for GuestStream {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        for &b in buf {
-            if b == b'\n' {
-                self.emit();
-            } else if self.line.len() < MAX_LINE {
-                self.line.push(b);
-            }
-        }
+        lock(&self.output).write(self.stream, buf);
         Poll::Ready(Ok(buf.len()))
     }
 
@@ -174,10 +326,73 @@ impl tokio::io::AsyncWrite for LineWriter {
         Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        if !self.line.is_empty() {
-            self.emit();
-        }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output() -> Output {
+        Output::new("p".into(), "o".into())
+    }
+
+    #[test]
+    fn output_is_logged_until_the_line_budget_then_counted() {
+        let mut out = output();
+        for _ in 0..MAX_OUTPUT_LINES_PER_CALL + 50 {
+            out.write(Stream::Stdout, b"line\n");
+        }
+        assert_eq!(out.lines, MAX_OUTPUT_LINES_PER_CALL);
+        assert_eq!(out.dropped_lines, 50);
+        assert_eq!(out.dropped_bytes, 50 * 5);
+    }
+
+    #[test]
+    fn output_is_logged_until_the_byte_budget_then_counted() {
+        let mut out = output();
+        let line = vec![b'x'; 1000];
+        for _ in 0..100 {
+            out.write(Stream::Stderr, &line);
+            out.write(Stream::Stderr, b"\n");
+        }
+        // 65 lines of 1000 bytes fit in 64 KiB; the 66th closes the budget.
+        assert_eq!(out.lines, 65);
+        assert_eq!(out.dropped_lines, 35);
+        assert_eq!(out.dropped_bytes, 35 * 1000 + 34);
+    }
+
+    #[test]
+    fn the_log_interface_shares_the_budget_of_stdout_and_stderr() {
+        let mut out = output();
+        for _ in 0..MAX_OUTPUT_LINES_PER_CALL {
+            out.write(Stream::Stdout, b"a\n");
+        }
+        out.log(log::Level::Info, "one too many");
+        assert_eq!(out.dropped_lines, 1);
+        assert_eq!(out.dropped_bytes, "one too many".len());
+    }
+
+    #[test]
+    fn a_line_split_over_writes_is_one_line_and_an_unfinished_one_is_kept() {
+        let mut out = output();
+        out.write(Stream::Stdout, b"hel");
+        out.write(Stream::Stdout, b"lo\nwor");
+        assert_eq!(out.lines, 1);
+        assert_eq!(out.partial[0], b"wor");
+        out.end_line(Stream::Stdout);
+        assert_eq!(out.lines, 2);
+    }
+
+    #[test]
+    fn an_overlong_line_is_cut_and_its_rest_counted_as_dropped() {
+        let mut out = output();
+        out.write(Stream::Stdout, &vec![b'y'; MAX_LINE + 10]);
+        out.write(Stream::Stdout, b"\n");
+        assert_eq!(out.lines, 1);
+        assert_eq!(out.dropped_bytes, 10);
+        assert_eq!(out.dropped_lines, 0);
     }
 }
