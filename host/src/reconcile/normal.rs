@@ -142,14 +142,8 @@ async fn locate(
             return Ok(Err(Pass::failed(taken("status.id is", &id, &other))));
         }
         match answer(actuator.get_by_id(mo, &id).await) {
+            // (An answer with another id is refused at the boundary: `contract::Rule::IdMismatch`.)
             Err(f) => return Ok(Err(Pass::failed(f))),
-            Ok(Some(res)) if res.id != id => {
-                return Ok(Err(Pass::failed(Failure::Transient(format!(
-                    "plugin {} broke the contract: get-by-id({id}) answered {}; status.id stays {id}",
-                    ctx.plugin(),
-                    res.id
-                )))));
-            }
             Ok(Some(res)) => return Ok(Ok((res, Found::Known))),
             Ok(None) if !envelope.managed() => {
                 return Ok(Err(Pass::failed(Failure::Unrecoverable(format!(
@@ -182,11 +176,6 @@ async fn locate(
             }
             return Ok(match answer(actuator.get_by_id(mo, id).await) {
                 Err(f) => Err(Pass::failed(f)),
-                Ok(Some(res)) if res.id != *id => Err(Pass::failed(Failure::Transient(format!(
-                    "plugin {} broke the contract: get-by-id({id}) answered {}",
-                    ctx.plugin(),
-                    res.id
-                )))),
                 Ok(Some(res)) => {
                     ctx.ops
                         .publish(

@@ -105,7 +105,13 @@ impl Actuator for System {
         let mut slow = self.slow_delete.lock().unwrap();
         let found = self.resources.lock().unwrap().get(id).cloned();
         if *self.wrong_id.lock().unwrap() {
-            return Ok(Ok(found.map(|s| Self::res("someone-else", &s))));
+            // What the boundary makes of an answer carrying another id.
+            return Err(CallError::Contract {
+                plugin: "fake".into(),
+                function: "get-by-id",
+                rule: crate::actuator::contract::Rule::IdMismatch,
+                detail: format!("asked for {id}, answered \"someone-else\""),
+            });
         }
         if found.is_none() && *slow > 0 {
             *slow -= 1;

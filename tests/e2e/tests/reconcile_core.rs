@@ -234,3 +234,57 @@ async fn a_finalizer_removed_by_hand_comes_back() -> anyhow::Result<()> {
     assert!(s.pdns_zone(&zone).await?.is_none(), "the zone leaked");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_message_longer_than_an_event_allows_is_cut_not_dropped() -> anyhow::Result<()> {
+    let echo = ApiResource {
+        group: "fixtures.orchard.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "fixtures.orchard.dev/v1alpha1".into(),
+        kind: "Echo".into(),
+        plural: "echoes".into(),
+    };
+    let mut h = Harness::new(
+        "long-message",
+        HostSpec {
+            plugins: vec![plugin("orchard-fixture-echo")],
+            kinds: vec![echo],
+            allow_hosts: vec![],
+        },
+    )
+    .await?;
+    let _host = h.start_host(&[])?;
+    h.wait_kinds().await?;
+    let message = format!("quota exceeded: {}", "x".repeat(3000));
+    h.apply(&format!(
+        "apiVersion: fixtures.orchard.dev/v1alpha1\nkind: Echo\nmetadata: {{name: long}}\nspec:\n  resource: {{failCreate: \"{message}\"}}\n"
+    ))
+    .await?;
+    h.wait_condition(
+        "Echo",
+        "long",
+        "Progressing",
+        "True",
+        Some("TransientError"),
+    )
+    .await?;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(h.client.clone(), &h.ns);
+    let note = poll_until(CONVERGE, "the failure's Event", || async {
+        Ok(events
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("long"))
+            .find(|e| e.reason.as_deref() == Some("TransientError"))
+            .and_then(|e| e.note))
+    })
+    .await?;
+    assert!(note.len() <= 1024, "{} bytes", note.len());
+    assert!(
+        note.starts_with("plugin") || note.contains("quota exceeded"),
+        "{note}"
+    );
+    assert!(note.ends_with("…(truncated)"), "{note}");
+    Ok(())
+}
