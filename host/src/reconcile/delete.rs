@@ -13,7 +13,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::deps::{self, Purpose, Resolution};
+use super::deps::{self, Purpose};
 use super::envelope::Envelope;
 use super::flow::{answer, call_failure};
 use super::ops::{Note, OwnMetadata};
@@ -62,23 +62,16 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
     }
 
     let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
-    match deps::resolve(
+    let resolution = deps::resolve(
         ctx.ops.as_ref(),
         &ctx.description,
         obj,
         envelope,
         Purpose::Delete,
     )
-    .await?
-    {
-        Resolution::Waiting(progress) => return Ok(Pass::waiting(progress)),
-        Resolution::Ready {
-            dependencies,
-            credentials,
-        } => {
-            mo.dependencies = dependencies;
-            mo.credentials = credentials;
-        }
+    .await?;
+    if let Some(progress) = resolution.fill(&mut mo) {
+        return Ok(Pass::waiting(progress));
     }
 
     let res = match locate_for_delete(obj, ctx, &mo).await {

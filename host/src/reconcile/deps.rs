@@ -113,6 +113,23 @@ pub enum Resolution {
     Waiting(Vec<Progress>),
 }
 
+impl Resolution {
+    /// Puts what was resolved into `mo`; `Some(progress)` when the pass must wait instead.
+    pub fn fill(self, mo: &mut crate::actuator::ManagedObject) -> Option<Vec<Progress>> {
+        match self {
+            Self::Waiting(progress) => Some(progress),
+            Self::Ready {
+                dependencies,
+                credentials,
+            } => {
+                mo.dependencies = dependencies;
+                mo.credentials = credentials;
+                None
+            }
+        }
+    }
+}
+
 /// Which flow asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {

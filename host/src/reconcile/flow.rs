@@ -23,7 +23,7 @@ use rand::Rng;
 use tracing::Instrument;
 
 use super::envelope::{self, Envelope};
-use super::ops::{Note, OwnMetadata};
+use super::ops::Note;
 use super::status::{self, Pass, StatusId};
 use super::{Context, Error, PassRecord, deps, has_finalizer};
 use crate::actuator::{CallError, CallResult, Failure, Progress};
@@ -241,15 +241,7 @@ async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result
         StatusId::Clear => false,
     };
     if recorded && (pass.marker_set || obj.annotations().contains_key(CREATE_PENDING)) {
-        ctx.ops
-            .apply_metadata(
-                obj,
-                &OwnMetadata {
-                    finalizer: true,
-                    create_pending: None,
-                },
-            )
-            .await?;
+        super::normal::clear_create_pending(obj, ctx).await?;
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 use super::claims::Holder;
-use super::deps::{self, Purpose, Resolution};
+use super::deps::{self, Purpose};
 use super::envelope::{Envelope, Import};
 use super::flow::{CREATE_PENDING, answer, call_failure};
 use super::ops::{Note, OwnMetadata};
@@ -44,27 +44,18 @@ enum Found {
 /// Runs the flow over `obj`.
 pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Result<Pass, Error> {
     let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
-    match deps::resolve(
+    let resolution = deps::resolve(
         ctx.ops.as_ref(),
         &ctx.description,
         obj,
         envelope,
         Purpose::Create,
     )
-    .await?
-    {
-        Resolution::Waiting(progress) => {
-            // Nothing external happens while waiting, but a missing finalizer is put back.
-            ensure_finalizer(obj, ctx).await?;
-            return Ok(Pass::waiting(progress));
-        }
-        Resolution::Ready {
-            dependencies,
-            credentials,
-        } => {
-            mo.dependencies = dependencies;
-            mo.credentials = credentials;
-        }
+    .await?;
+    if let Some(progress) = resolution.fill(&mut mo) {
+        // Nothing external happens while waiting, but a missing finalizer is put back.
+        ensure_finalizer(obj, ctx).await?;
+        return Ok(Pass::waiting(progress));
     }
 
     let mut pass = Pass::default();
@@ -347,7 +338,7 @@ fn ids(list: &[ExternalResource]) -> String {
 }
 
 /// The marker goes and the finalizer stays (one apply of the finalizer manager's fields).
-async fn clear_create_pending(obj: &DynamicObject, ctx: &Context) -> Result<(), Error> {
+pub(super) async fn clear_create_pending(obj: &DynamicObject, ctx: &Context) -> Result<(), Error> {
     ctx.ops
         .apply_metadata(
             obj,

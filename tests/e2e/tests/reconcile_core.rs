@@ -33,6 +33,26 @@ fn sum(metrics: &str, series: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// A scenario world for a host serving the echo fixture (no external system).
+async fn echo_harness(name: &str) -> anyhow::Result<Harness> {
+    let echo = ApiResource {
+        group: "fixtures.orchard.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "fixtures.orchard.dev/v1alpha1".into(),
+        kind: "Echo".into(),
+        plural: "echoes".into(),
+    };
+    Harness::new(
+        name,
+        HostSpec {
+            plugins: vec![plugin("orchard-fixture-echo")],
+            kinds: vec![echo],
+            allow_hosts: vec![],
+        },
+    )
+    .await
+}
+
 fn annotations(obj: &DynamicObject) -> Vec<String> {
     obj.metadata
         .annotations
@@ -45,22 +65,7 @@ fn annotations(obj: &DynamicObject) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_minute()
 -> anyhow::Result<()> {
-    let echo = ApiResource {
-        group: "fixtures.orchard.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "fixtures.orchard.dev/v1alpha1".into(),
-        kind: "Echo".into(),
-        plural: "echoes".into(),
-    };
-    let mut h = Harness::new(
-        "failing-create",
-        HostSpec {
-            plugins: vec![plugin("orchard-fixture-echo")],
-            kinds: vec![echo],
-            allow_hosts: vec![],
-        },
-    )
-    .await?;
+    let mut h = echo_harness("failing-create").await?;
     let admin = format!("127.0.0.1:{}", free_port()?);
     let _host = h.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
     h.wait_kinds().await?;
@@ -237,22 +242,7 @@ async fn a_finalizer_removed_by_hand_comes_back() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failure_message_longer_than_an_event_allows_is_cut_not_dropped() -> anyhow::Result<()> {
-    let echo = ApiResource {
-        group: "fixtures.orchard.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "fixtures.orchard.dev/v1alpha1".into(),
-        kind: "Echo".into(),
-        plural: "echoes".into(),
-    };
-    let mut h = Harness::new(
-        "long-message",
-        HostSpec {
-            plugins: vec![plugin("orchard-fixture-echo")],
-            kinds: vec![echo],
-            allow_hosts: vec![],
-        },
-    )
-    .await?;
+    let mut h = echo_harness("long-message").await?;
     let _host = h.start_host(&[])?;
     h.wait_kinds().await?;
     let message = format!("quota exceeded: {}", "x".repeat(3000));
