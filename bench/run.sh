@@ -79,22 +79,23 @@ cargo_profile=(--release)
 [ "$PROFILE" = dev ] && cargo_profile=()
 if [ "$BUILD_PLUGINS" = 1 ]; then
   if has orchard-python; then
-    say "plugins (make plugins)"
-    make --no-print-directory plugins
+    # `make plugins` without the JavaScript guest, which no contender uses.
+    say "plugins (make rust-plugins guest-tools, rabbitmq_vhost.wasm)"
+    make --no-print-directory rust-plugins guest-tools \
+      "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/plugin/rabbitmq_vhost.wasm"
   else
     say "plugins (make rust-plugins)"
     make --no-print-directory rust-plugins
   fi
 fi
 if [ "$BUILD" = 1 ]; then
-  if has orchard-native; then
-    say "orchard with --features bench-native ($PROFILE)"
-    cargo build "${cargo_profile[@]}" -p orchard --features bench-native
-    cp "$BIN_DIR/orchard" "$BIN_DIR/orchard-bench-native"
-  fi
-  say "orchard and the harness ($PROFILE)"
-  # Last, so that $BIN_DIR/orchard is the regular build.
-  cargo build "${cargo_profile[@]}" -p orchard -p orchard-throughput
+  # With orchard-native in the run, one binary built with the bench-only feature serves every
+  # Orchard contender (orchard-component runs its component path, unchanged by the feature):
+  # the component/native ratio then compares the same binary.
+  features=()
+  has orchard-native && features=(--features orchard/bench-native)
+  say "orchard and the harness ($PROFILE ${features[*]})"
+  cargo build "${cargo_profile[@]}" -p orchard -p orchard-throughput "${features[@]}"
 fi
 for f in "$BIN_DIR/orchard" "$BIN_DIR/orchard-throughput"; do
   [ -x "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
@@ -123,7 +124,7 @@ export ORCHARD_CACHE_DIR=${ORCHARD_CACHE_DIR:-$TARGET/orchard-cache}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
 native=()
-[ -x "$BIN_DIR/orchard-bench-native" ] && native=(--orchard-native-bin "$BIN_DIR/orchard-bench-native")
+has orchard-native && native=(--orchard-native-bin "$BIN_DIR/orchard")
 
 say "harness: $OBJECTS objects, contenders $CONTENDERS, results in $OUT"
 rc=0

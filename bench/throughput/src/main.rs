@@ -567,6 +567,8 @@ fn available(obj: &DynamicObject) -> bool {
 #[derive(Default)]
 struct Seen {
     objects: HashMap<String, bool>,
+    /// Watch events that added or changed an object: every write that changed one.
+    applied: usize,
     init: Option<HashMap<String, bool>>,
 }
 
@@ -574,6 +576,7 @@ impl Seen {
     fn apply(&mut self, event: watcher::Event<DynamicObject>) {
         match event {
             watcher::Event::Apply(o) => {
+                self.applied += 1;
                 self.objects.insert(o.name_any(), available(&o));
             }
             watcher::Event::Delete(o) => {
@@ -888,6 +891,7 @@ async fn run_contender(
         None => println!("[{label}] NOT all Available"),
     }
     let proc_available = proc_stat(pid).unwrap_or_default();
+    let applied_create = seen.applied;
     let api_mid = apiserver_requests(&client).await?;
     let host_mid = match (&process.admin, contender.is_orchard()) {
         (Some(a), true) => host_metrics(&http, a).await?,
@@ -958,7 +962,24 @@ async fn run_contender(
         _ => HostMetrics::default(),
     };
     let external_left = external_count(&http, env, job, &run).await?;
+    let applied_total = seen.applied;
     drop(stream);
+    // Events recorded in the namespace (exact, unlike the apiserver's global counters).
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
+        .list(&Default::default())
+        .await?
+        .items;
+    let event_objects = events.len();
+    let event_count: i64 = events
+        .iter()
+        .map(|e| {
+            e.series
+                .as_ref()
+                .map(|s| i64::from(s.count))
+                .or(e.count.map(i64::from))
+                .unwrap_or(1)
+        })
+        .sum();
     tokio::time::sleep(Duration::from_secs(args.settle_s)).await;
     let proc_settled = proc_stat(pid).unwrap_or_default();
     process.stop().await;
@@ -1075,6 +1096,10 @@ async fn run_contender(
         "apiserver_writes_per_object_create": per(create_writes),
         "apiserver_writes_per_object_delete": per(writes - create_writes),
         "apiserver_gets_per_object": per(gets),
+        "object_changes_per_object": per(applied_total as f64),
+        "object_changes_per_object_create": per(applied_create as f64),
+        "events_per_object": per(event_objects as f64),
+        "event_occurrences_per_object": per(event_count as f64),
         "harness_requests": {"posts": own.posts, "deletes": own.deletes, "retries": own.retries},
         "actuator_calls": calls,
         "actuator_calls_per_object": per(calls_total),
@@ -1131,10 +1156,10 @@ fn fmt_opt(v: &Value, digits: usize) -> String {
 fn summary(results: &[Value], header: &str) -> String {
     let mut s = String::new();
     s.push_str(header);
-    s.push_str("\n\n| contender | kind | N | all Available | all deleted | Available/s | deleted/s | peak RSS | RSS after delete | CPU s | API writes/object (create + delete) | GETs/object | actuator calls/object | reconciles/object | transient errors | ok |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n\n| contender | kind | N | all Available | all deleted | Available/s | deleted/s | peak RSS | RSS after delete | CPU s | API writes/object (create + delete) | GETs/object | object changes/object | Events/object | actuator calls/object | reconciles/object | transient errors | ok |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in results {
         s.push_str(&format!(
-            "| {} | {} | {} | {} s | {} s | {} | {} | {} MiB | {} MiB | {} | {} ({} + {}) | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} s | {} s | {} | {} | {} MiB | {} MiB | {} | {} ({} + {}) | {} | {} | {} | {} | {} | {} | {} |\n",
             r["contender"].as_str().unwrap_or(""),
             r["kind"].as_str().unwrap_or(""),
             r["objects"],
@@ -1149,6 +1174,8 @@ fn summary(results: &[Value], header: &str) -> String {
             r["apiserver_writes_per_object_create"],
             r["apiserver_writes_per_object_delete"],
             r["apiserver_gets_per_object"],
+            r["object_changes_per_object"],
+            r["event_occurrences_per_object"],
             r["actuator_calls_per_object"],
             r["reconciles_per_object"],
             r["transient_errors"],
