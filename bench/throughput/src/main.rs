@@ -975,9 +975,9 @@ async fn run_contender(
         .map(|e| {
             e.series
                 .as_ref()
-                .map(|s| i64::from(s.count))
-                .or(e.count.map(i64::from))
-                .unwrap_or(1)
+                .and_then(|s| s.count)
+                .or(e.count)
+                .map_or(1, i64::from)
         })
         .sum();
     tokio::time::sleep(Duration::from_secs(args.settle_s)).await;
@@ -1235,6 +1235,8 @@ async fn main() -> std::process::ExitCode {
 
 async fn run() -> anyhow::Result<bool> {
     let args = Args::parse();
+    // Built beside the host, rustls has two providers compiled in; kube's is ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let env = Env::load()?;
     let contenders = args
         .contenders
