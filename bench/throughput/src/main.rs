@@ -474,6 +474,7 @@ fn start(
         let described = Command::new(&bin)
             .arg("describe")
             .arg(&plugin)
+            .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .status()
             .with_context(|| format!("running {}", bin.display()))?;
@@ -665,7 +666,10 @@ struct Phase {
 /// Drives the watch until `goal(seen)`, printing progress and recording the time series.
 #[allow(clippy::too_many_arguments)]
 async fn watch_until(
-    stream: &mut futures::stream::BoxStream<'static, watcher::Result<watcher::Event<DynamicObject>>>,
+    stream: &mut futures::stream::BoxStream<
+        'static,
+        watcher::Result<watcher::Event<DynamicObject>>,
+    >,
     seen: &mut Seen,
     started: Instant,
     deadline: Duration,
@@ -1020,10 +1024,7 @@ async fn run_contender(
         if let Some(v) = d.get_mut(&format!("POST {plural}")) {
             *v = (*v - own.posts as f64).max(0.0);
         }
-        d.iter()
-            .filter(|(k, _)| is_write(k))
-            .map(|(_, v)| v)
-            .sum()
+        d.iter().filter(|(k, _)| is_write(k)).map(|(_, v)| v).sum()
     };
 
     let (calls, reconciles, errors, calls_total, transient) = if contender.is_orchard() {
@@ -1104,7 +1105,7 @@ async fn run_contender(
         "actuator_calls": calls,
         "actuator_calls_per_object": per(calls_total),
         "reconciles": reconciles,
-        "reconciles_per_object": per(reconciles.values().sum::<f64>()),
+        "reconciles_per_object": contender.is_orchard().then(|| per(reconciles.values().sum::<f64>())),
         "reconcile_errors": errors,
         "transient_errors": transient,
         "log": log,
