@@ -710,6 +710,7 @@ async fn watch_until(
             );
             return Ok(None);
         }
+        #[allow(clippy::large_enum_variant)] // one short-lived value per loop turn
         enum Step {
             Event(Option<watcher::Result<watcher::Event<DynamicObject>>>),
             Requests(Result<anyhow::Result<(usize, usize)>, tokio::task::JoinError>),
