@@ -72,3 +72,9 @@ fmt:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets
+
+## Throughput at scale (docs/benchmarks.md "Throughput"): all contenders, N=1000 by default;
+## `make bench-throughput BENCH_ARGS="--objects 200 --contenders orchard-component,kopf"`.
+.PHONY: bench-throughput
+bench-throughput:
+	bash bench/run.sh $(BENCH_ARGS)

@@ -208,6 +208,13 @@ struct RunArgs {
     lease_seconds: u64,
     #[command(flatten)]
     sandbox: SandboxArgs,
+    // ---- bench-only (feature `bench-native`, used by bench/throughput) ----
+    /// Serve the `--plugin` whose file stem is this (only `pdns-zone`) with the same actuator
+    /// linked into the host instead of its component: the Wasm cost at system level.
+    #[cfg(feature = "bench-native")]
+    #[arg(long, hide = true)]
+    native_plugin: Option<String>,
+    // ---- end bench-only ----
 }
 
 /// Functions `orchard invoke` can call.
@@ -545,6 +552,15 @@ impl RunArgs {
                 .unwrap_or("plugin")
                 .replace('_', "-");
             let loaded = async {
+                // ---- bench-only (feature `bench-native`): the natively linked actuator ----
+                #[cfg(feature = "bench-native")]
+                if name == "pdns-zone" && self.native_plugin.as_deref() == Some("pdns-zone") {
+                    let actuator: Arc<dyn Actuator> =
+                        Arc::new(crate::actuator::NativeActuator::<pdns_zone::PdnsZone>::new());
+                    let description = actuator.describe().await?;
+                    return anyhow::Ok((actuator, description));
+                }
+                // ---- end bench-only ----
                 let actuator: Arc<dyn Actuator> =
                     Arc::new(runtime.load_file(path, None, config.clone())?);
                 let description = actuator.describe().await?;

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The throughput bench (issue 13, docs/benchmarks.md "Throughput"): N objects created at once by
+# 8 parallel clients, timed to all Available and to all deleted, for each contender in turn.
+#
+#   bench/run.sh [--objects N] [--contenders a,b,c] [options] [-- harness options]
+#
+# Contenders: orchard-component (pdns-zone component), orchard-native (the same actuator linked
+# into the host, feature bench-native), kopf (bench/kopf/operator.py), orchard-python (the
+# rabbitmq-vhost Python guest). Default: all four, N=1000.
+#
+# Options:
+#   --objects N          objects per contender (default 1000; the Python guest: min(N, 200),
+#                        harness option --python-objects to change)
+#   --contenders LIST    comma-separated, run in this order
+#   --out DIR            results directory (default $CARGO_TARGET_DIR/bench/throughput-<time>)
+#   --dev                debug builds of orchard and the harness (the CI smoke; never for numbers)
+#   --no-build           use the binaries and plugins already built
+#   --no-plugins         build the binaries but not the plugins (already built)
+#   --no-plot            skip the PNG (and matplotlib)
+#   --keep-env           leave an environment this script brought up running
+#
+# Test environment: the running one named by ORCHARD_TESTENV_ENV (an env file), else this script
+# brings one up with tests/env/testenv.sh in ORCHARD_BENCH_TESTENV_DIR (default
+# ~/.cache/orchard/bench-testenv) and brings it down at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+VENV=${ORCHARD_BENCH_VENV:-$HOME/.cache/orchard/bench-venv}
+
+OBJECTS=1000
+CONTENDERS=orchard-component,orchard-native,kopf,orchard-python
+OUT=
+PROFILE=release
+BUILD=1
+BUILD_PLUGINS=1
+PLOT=1
+KEEP_ENV=0
+PASS=()
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+while [ $# -gt 0 ]; do
+  case $1 in
+    --objects) OBJECTS=$2; shift 2 ;;
+    --objects=*) OBJECTS=${1#*=}; shift ;;
+    --contenders) CONTENDERS=$2; shift 2 ;;
+    --contenders=*) CONTENDERS=${1#*=}; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    --out=*) OUT=${1#*=}; shift ;;
+    --dev) PROFILE=dev; shift ;;
+    --no-build) BUILD=0; BUILD_PLUGINS=0; shift ;;
+    --no-plugins) BUILD_PLUGINS=0; shift ;;
+    --no-plot) PLOT=0; shift ;;
+    --keep-env) KEEP_ENV=1; shift ;;
+    -h | --help) usage ;;
+    --) shift; PASS+=("$@"); break ;;
+    *) PASS+=("$1"); shift ;;
+  esac
+done
+has() { [[ ",$CONTENDERS," == *",$1,"* ]]; }
+say() { printf '\n== bench: %s (%ss)\n' "$*" "$SECONDS"; }
+BIN_DIR=$TARGET/$([ "$PROFILE" = dev ] && echo debug || echo release)
+OUT=${OUT:-$TARGET/bench/throughput-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+
+# ---- the venv: kopf and matplotlib from PyPI (bench/requirements.txt), once per change
+if has kopf || [ "$PLOT" = 1 ]; then
+  stamp=$VENV/.bench-requirements
+  if ! cmp -s bench/requirements.txt "$stamp" 2>/dev/null; then
+    say "bench venv ($VENV)"
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements.txt
+    cp bench/requirements.txt "$stamp"
+  fi
+fi
+
+# ---- builds
+cargo_profile=(--release)
+[ "$PROFILE" = dev ] && cargo_profile=()
+if [ "$BUILD_PLUGINS" = 1 ]; then
+  if has orchard-python; then
+    # `make plugins` without the JavaScript guest, which no contender uses.
+    say "plugins (make rust-plugins guest-tools, rabbitmq_vhost.wasm)"
+    make --no-print-directory rust-plugins guest-tools \
+      "${CARGO_TARGET_DIR:-target}/wasm32-wasip2/plugin/rabbitmq_vhost.wasm"
+  else
+    say "plugins (make rust-plugins)"
+    make --no-print-directory rust-plugins
+  fi
+fi
+if [ "$BUILD" = 1 ]; then
+  # With orchard-native in the run, one binary built with the bench-only feature serves every
+  # Orchard contender (orchard-component runs its component path, unchanged by the feature):
+  # the component/native ratio then compares the same binary.
+  features=()
+  has orchard-native && features=(--features orchard/bench-native)
+  say "orchard and the harness ($PROFILE ${features[*]})"
+  cargo build "${cargo_profile[@]}" -p orchard -p orchard-throughput "${features[@]}"
+fi
+for f in "$BIN_DIR/orchard" "$BIN_DIR/orchard-throughput"; do
+  [ -x "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
+done
+
+# ---- the test environment
+if [ -n "${ORCHARD_TESTENV_ENV:-}" ]; then
+  [ -f "$ORCHARD_TESTENV_ENV" ] || { echo "bench: ORCHARD_TESTENV_ENV=$ORCHARD_TESTENV_ENV does not exist" >&2; exit 1; }
+  ENV_FILE=$ORCHARD_TESTENV_ENV
+  say "test environment: $ENV_FILE (given)"
+else
+  export ORCHARD_TESTENV_DIR=${ORCHARD_BENCH_TESTENV_DIR:-$HOME/.cache/orchard/bench-testenv}
+  say "test environment up ($ORCHARD_TESTENV_DIR)"
+  bash tests/env/install-deps.sh
+  ENV_FILE=$(bash tests/env/testenv.sh up | tail -n 1)
+  if [ "$KEEP_ENV" = 0 ]; then
+    trap 'say "test environment down"; bash tests/env/testenv.sh down' EXIT
+  fi
+fi
+set -a
+# shellcheck disable=SC1090
+source "$ENV_FILE"
+set +a
+export ORCHARD_CACHE_DIR=${ORCHARD_CACHE_DIR:-$TARGET/orchard-cache}
+
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
+native=()
+has orchard-native && native=(--orchard-native-bin "$BIN_DIR/orchard")
+
+say "harness: $OBJECTS objects, contenders $CONTENDERS, results in $OUT"
+rc=0
+"$BIN_DIR/orchard-throughput" \
+  --objects "$OBJECTS" --contenders "$CONTENDERS" \
+  --orchard-bin "$BIN_DIR/orchard" "${native[@]}" \
+  --plugin-dir "$TARGET/wasm32-wasip2/plugin" \
+  --venv "$VENV" --kopf-operator bench/kopf/operator.py \
+  --out "$OUT" --commit "$commit" "${PASS[@]}" || rc=$?
+
+if [ "$PLOT" = 1 ] && [ -f "$OUT/results.json" ]; then
+  "$VENV/bin/python" bench/plot.py "$OUT" || echo "bench: the plot failed" >&2
+fi
+echo "bench: results in $OUT"
+exit "$rc"

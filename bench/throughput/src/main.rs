@@ -1,0 +1,1289 @@
+//! Throughput at scale (issue 13): N objects of a kind created at once by parallel clients in a
+//! fresh namespace, timed until all are `Available=True` (one watch) and until all are gone
+//! after deleting them, for several contenders one after the other in the same run.
+//!
+//! Started by `bench/run.sh` (which builds what is needed and brings up the test environment);
+//! the environment comes from the env file's variables (`KUBECONFIG`, `PDNS_API_URL`, …).
+//! Writes `results.json`, `summary.md` and one `<contender>.csv` time series per contender
+//! into `--out`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+#[derive(Debug, Parser)]
+#[command(name = "orchard-throughput", about)]
+struct Args {
+    /// Objects per contender.
+    #[arg(long, default_value_t = 1000)]
+    objects: usize,
+    /// Objects for the Python-guest contender (default: min(--objects, 200); RabbitMQ creates
+    /// vhosts slowly, and the figures are reported per object).
+    #[arg(long)]
+    python_objects: Option<usize>,
+    /// Contenders, in order: orchard-component, orchard-native, kopf, orchard-python.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "orchard-component,orchard-native,kopf,orchard-python"
+    )]
+    contenders: Vec<String>,
+    /// Parallel clients creating (and deleting) the objects.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// The `orchard` binary (release build).
+    #[arg(long)]
+    orchard_bin: PathBuf,
+    /// The `orchard` binary built with `--features bench-native` (orchard-native).
+    #[arg(long)]
+    orchard_native_bin: Option<PathBuf>,
+    /// Directory of the plugin components (`pdns_zone.wasm`, `rabbitmq_vhost.wasm`).
+    #[arg(long)]
+    plugin_dir: PathBuf,
+    /// The bench venv (kopf installed).
+    #[arg(long)]
+    venv: Option<PathBuf>,
+    /// The kopf operator.
+    #[arg(long, default_value = "bench/kopf/operator.py")]
+    kopf_operator: PathBuf,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Deadline of each phase (all Available, all deleted), in seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout_s: u64,
+    /// Seconds to wait after all are deleted before reading the contender's RSS.
+    #[arg(long, default_value_t = 5)]
+    settle_s: u64,
+    /// The commit measured (for the report).
+    #[arg(long, default_value = "")]
+    commit: String,
+    /// Extra argument for every `orchard run`; repeat.
+    #[arg(long = "orchard-arg", allow_hyphen_values = true)]
+    orchard_args: Vec<String>,
+}
+
+/// The job a contender is given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Job {
+    /// `DnsZone` objects, zones in PowerDNS.
+    Pdns,
+    /// `RabbitVhost` objects, vhosts in RabbitMQ.
+    Rabbit,
+}
+
+impl Job {
+    fn resource(self) -> ApiResource {
+        let (group, kind) = match self {
+            Job::Pdns => ("pdns.orchard.dev", "DnsZone"),
+            Job::Rabbit => ("rabbitmq.orchard.dev", "RabbitVhost"),
+        };
+        ApiResource {
+            group: group.into(),
+            version: "v1alpha1".into(),
+            api_version: format!("{group}/v1alpha1"),
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_ascii_lowercase()),
+        }
+    }
+    fn plugin_file(self) -> &'static str {
+        match self {
+            Job::Pdns => "pdns_zone.wasm",
+            Job::Rabbit => "rabbitmq_vhost.wasm",
+        }
+    }
+    fn secret(self) -> &'static str {
+        match self {
+            Job::Pdns => "pdns",
+            Job::Rabbit => "rabbitmq",
+        }
+    }
+    fn external_name(self, run: &str, i: usize) -> String {
+        match self {
+            Job::Pdns => format!("z{i}.{run}.bench."),
+            Job::Rabbit => format!("bench-{run}-{i}"),
+        }
+    }
+    fn manifest(self, run: &str, i: usize) -> DynamicObject {
+        DynamicObject::new(&format!("o{i}"), &self.resource()).data(json!({
+            "spec": {
+                "credentialsRef": {"secretName": self.secret()},
+                "resource": {"name": self.external_name(run, i)},
+            },
+        }))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Contender {
+    OrchardComponent,
+    OrchardNative,
+    Kopf,
+    OrchardPython,
+}
+
+impl Contender {
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "orchard-component" => Self::OrchardComponent,
+            "orchard-native" => Self::OrchardNative,
+            "kopf" => Self::Kopf,
+            "orchard-python" => Self::OrchardPython,
+            other => bail!(
+                "unknown contender {other:?} (orchard-component, orchard-native, kopf, orchard-python)"
+            ),
+        })
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Self::OrchardComponent => "orchard-component",
+            Self::OrchardNative => "orchard-native",
+            Self::Kopf => "kopf",
+            Self::OrchardPython => "orchard-python",
+        }
+    }
+    fn short(self) -> &'static str {
+        match self {
+            Self::OrchardComponent => "oc",
+            Self::OrchardNative => "on",
+            Self::Kopf => "kopf",
+            Self::OrchardPython => "op",
+        }
+    }
+    fn job(self) -> Job {
+        match self {
+            Self::OrchardPython => Job::Rabbit,
+            _ => Job::Pdns,
+        }
+    }
+    fn is_orchard(self) -> bool {
+        self != Self::Kopf
+    }
+}
+
+/// The test environment, from the env file's variables.
+struct Env {
+    kubeconfig: PathBuf,
+    pdns_url: String,
+    pdns_key: String,
+    rabbit: Option<(String, String, String)>,
+}
+
+fn var(name: &str) -> anyhow::Result<String> {
+    std::env::var(name).with_context(|| {
+        format!("{name} is not set: source the test environment's env file (bench/run.sh does)")
+    })
+}
+
+impl Env {
+    fn load() -> anyhow::Result<Self> {
+        let rabbit = match (
+            std::env::var("RABBITMQ_API_URL"),
+            std::env::var("RABBITMQ_USER"),
+            std::env::var("RABBITMQ_PASSWORD"),
+        ) {
+            (Ok(u), Ok(n), Ok(p)) => Some((u, n, p)),
+            _ => None,
+        };
+        Ok(Self {
+            kubeconfig: PathBuf::from(
+                std::env::var("ORCHARD_ADMIN_KUBECONFIG").or_else(|_| var("KUBECONFIG"))?,
+            ),
+            pdns_url: var("PDNS_API_URL")?.trim_end_matches('/').to_owned(),
+            pdns_key: var("PDNS_API_KEY")?,
+            rabbit,
+        })
+    }
+
+    async fn config(&self) -> anyhow::Result<kube::Config> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
+        Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// /proc and /metrics
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ProcStat {
+    cpu_s: f64,
+    rss_kib: u64,
+    hwm_kib: u64,
+}
+
+fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // After the command: field 3 (state) is index 0; utime is field 14, stime 15.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Some(ProcStat {
+        cpu_s: (utime + stime) / 100.0, // USER_HZ is 100 on Linux
+        rss_kib: kib("VmRSS:"),
+        hwm_kib: kib("VmHWM:"),
+    })
+}
+
+/// One Prometheus sample: name, labels, value.
+type Sample = (String, BTreeMap<String, String>, f64);
+
+fn parse_prometheus(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (head, value) = match line.rfind('}') {
+            Some(i) => (&line[..=i], line[i + 1..].trim()),
+            None => match line.split_once(' ') {
+                Some((h, v)) => (h, v.trim()),
+                None => continue,
+            },
+        };
+        let value = value.split_whitespace().next().unwrap_or("");
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let (name, labels) = match head.split_once('{') {
+            Some((n, l)) => (n, l.trim_end_matches('}')),
+            None => (head, ""),
+        };
+        let mut map = BTreeMap::new();
+        // label="value" pairs; values here contain no escaped quotes we care about.
+        let mut rest = labels;
+        while let Some(eq) = rest.find("=\"") {
+            let key = rest[..eq].trim_start_matches(',').trim().to_owned();
+            let after = &rest[eq + 2..];
+            let Some(end) = after.find('"') else { break };
+            map.insert(key, after[..end].to_owned());
+            rest = &after[end + 1..];
+        }
+        out.push((name.to_owned(), map, value));
+    }
+    out
+}
+
+/// `apiserver_request_total` summed by "VERB resource[/subresource]".
+async fn apiserver_requests(client: &Client) -> anyhow::Result<BTreeMap<String, f64>> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    let mut out = BTreeMap::new();
+    for (name, labels, value) in parse_prometheus(&text) {
+        if name != "apiserver_request_total" {
+            continue;
+        }
+        let resource = labels.get("resource").cloned().unwrap_or_default();
+        if resource.is_empty() {
+            continue;
+        }
+        let mut key = format!(
+            "{} {resource}",
+            labels.get("verb").cloned().unwrap_or_default()
+        );
+        if let Some(sub) = labels.get("subresource").filter(|s| !s.is_empty()) {
+            key = format!("{key}/{sub}");
+        }
+        *out.entry(key).or_insert(0.0) += value;
+    }
+    Ok(out)
+}
+
+/// The Orchard host's metrics that the report uses.
+#[derive(Debug, Default, Clone)]
+struct HostMetrics {
+    calls: BTreeMap<String, f64>,
+    reconciles: BTreeMap<String, f64>,
+    errors: BTreeMap<String, f64>,
+}
+
+async fn host_metrics(http: &reqwest::Client, admin: &str) -> anyhow::Result<HostMetrics> {
+    let text = http
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let mut m = HostMetrics::default();
+    for (name, labels, value) in parse_prometheus(&text) {
+        let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        match name.as_str() {
+            "orchard_wasm_call_duration_seconds_count" => {
+                let key = format!("{} {}", label("function"), label("outcome"));
+                *m.calls.entry(key).or_insert(0.0) += value;
+            }
+            "orchard_reconciles_total" => {
+                *m.reconciles.entry(label("result")).or_insert(0.0) += value;
+            }
+            "orchard_reconcile_errors_total" => {
+                *m.errors.entry(label("reason")).or_insert(0.0) += value;
+            }
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+fn delta(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v > 0.0)
+        .collect()
+}
+
+// ------------------------------------------------------------------------------------------
+// external systems
+
+/// How many of this run's resources exist in the external system.
+async fn external_count(
+    http: &reqwest::Client,
+    env: &Env,
+    job: Job,
+    run: &str,
+) -> anyhow::Result<usize> {
+    match job {
+        Job::Pdns => {
+            let zones: Vec<Value> = http
+                .get(format!("{}/api/v1/servers/localhost/zones", env.pdns_url))
+                .header("X-API-Key", &env.pdns_key)
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            let suffix = format!(".{run}.bench.");
+            Ok(zones
+                .iter()
+                .filter(|z| z["name"].as_str().is_some_and(|n| n.ends_with(&suffix)))
+                .count())
+        }
+        Job::Rabbit => {
+            let (url, user, password) = env.rabbit.as_ref().context("no RabbitMQ in the env")?;
+            let vhosts: Vec<Value> = http
+                .get(format!("{}/api/vhosts", url.trim_end_matches('/')))
+                .basic_auth(user, Some(password))
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            let prefix = format!("bench-{run}-");
+            Ok(vhosts
+                .iter()
+                .filter(|v| v["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+                .count())
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// contender processes
+
+struct Process {
+    child: Child,
+    /// Orchard's admin address.
+    admin: Option<String>,
+    log: PathBuf,
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    async fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(25);
+        while Instant::now() < until {
+            if !self.alive() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.alive() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn start(
+    args: &Args,
+    env: &Env,
+    contender: Contender,
+    ns: &str,
+    log: &Path,
+) -> anyhow::Result<Process> {
+    let out = std::fs::File::create(log)?;
+    let port = free_port()?;
+    let job = contender.job();
+    let (mut cmd, admin) = if contender.is_orchard() {
+        let bin = match contender {
+            Contender::OrchardNative => args
+                .orchard_native_bin
+                .clone()
+                .context("orchard-native needs --orchard-native-bin")?,
+            _ => args.orchard_bin.clone(),
+        };
+        let plugin = args.plugin_dir.join(job.plugin_file());
+        if !plugin.is_file() {
+            bail!("{} is missing: `make plugins`", plugin.display());
+        }
+        // Compile into the cache first, so that the start is not the cold compile.
+        let described = Command::new(&bin)
+            .arg("describe")
+            .arg(&plugin)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .status()
+            .with_context(|| format!("running {}", bin.display()))?;
+        if !described.success() {
+            bail!("{} describe {} failed", bin.display(), plugin.display());
+        }
+        let allow = match job {
+            Job::Pdns => env.pdns_url.clone(),
+            Job::Rabbit => env.rabbit.as_ref().context("no RabbitMQ")?.0.clone(),
+        };
+        let admin = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(&bin);
+        cmd.arg("run")
+            .arg("--plugin")
+            .arg(&plugin)
+            .args(["--install-crds", "--allow-host", &allow])
+            .args(["--admin-addr", &admin, "--namespace", ns])
+            .args(&args.orchard_args)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1");
+        if contender == Contender::OrchardNative {
+            cmd.args(["--native-plugin", "pdns-zone"]);
+        }
+        (cmd, Some(admin))
+    } else {
+        let venv = args.venv.clone().context("kopf needs --venv")?;
+        let mut cmd = Command::new(venv.join("bin/kopf"));
+        cmd.args(["run", "--standalone", "--namespace", ns])
+            .arg(format!("--liveness=http://127.0.0.1:{port}/healthz"))
+            .arg(&args.kopf_operator);
+        (cmd, Some(format!("127.0.0.1:{port}")))
+    };
+    cmd.env("KUBECONFIG", &env.kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", contender.name()))?;
+    Ok(Process {
+        child,
+        admin,
+        log: log.to_owned(),
+    })
+}
+
+/// Waits until the contender says it is ready (Orchard `/readyz`, kopf's liveness endpoint).
+async fn wait_ready(
+    http: &reqwest::Client,
+    p: &mut Process,
+    contender: Contender,
+) -> anyhow::Result<()> {
+    let path = if contender.is_orchard() {
+        "readyz"
+    } else {
+        "healthz"
+    };
+    let url = format!("http://{}/{path}", p.admin.clone().unwrap_or_default());
+    let until = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < until {
+        if !p.alive() {
+            bail!("{} exited; log: {}", contender.name(), p.log.display());
+        }
+        if let Ok(r) = http.get(&url).send().await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!(
+        "{} not ready within 180 s; log: {}",
+        contender.name(),
+        p.log.display()
+    )
+}
+
+// ------------------------------------------------------------------------------------------
+// the job
+
+fn available(obj: &DynamicObject) -> bool {
+    obj.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Available" && c["status"] == "True")
+        })
+}
+
+/// What the watch has seen: object name → Available.
+#[derive(Default)]
+struct Seen {
+    objects: HashMap<String, bool>,
+    /// Watch events that added or changed an object: every write that changed one.
+    applied: usize,
+    init: Option<HashMap<String, bool>>,
+}
+
+impl Seen {
+    fn apply(&mut self, event: watcher::Event<DynamicObject>) {
+        match event {
+            watcher::Event::Apply(o) => {
+                self.applied += 1;
+                self.objects.insert(o.name_any(), available(&o));
+            }
+            watcher::Event::Delete(o) => {
+                self.objects.remove(&o.name_any());
+            }
+            watcher::Event::Init => self.init = Some(HashMap::new()),
+            watcher::Event::InitApply(o) => {
+                if let Some(init) = self.init.as_mut() {
+                    init.insert(o.name_any(), available(&o));
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(init) = self.init.take() {
+                    self.objects = init;
+                }
+            }
+        }
+    }
+    fn available(&self) -> usize {
+        self.objects.values().filter(|a| **a).count()
+    }
+}
+
+/// Requests the harness itself made on the kind (subtracted from the apiserver's counts).
+#[derive(Debug, Default)]
+struct Own {
+    posts: usize,
+    deletes: usize,
+    retries: usize,
+}
+
+/// Runs `op` for every index from `clients` parallel clients (each its own connection pool).
+async fn fan_out(
+    config: &kube::Config,
+    clients: usize,
+    n: usize,
+    op: impl Fn(Api<DynamicObject>, usize) -> futures::future::BoxFuture<'static, kube::Result<()>>
+    + Send
+    + Sync
+    + Clone
+    + 'static,
+    api_of: impl Fn(Client) -> Api<DynamicObject>,
+) -> anyhow::Result<(usize, usize)> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..clients {
+        let api = api_of(Client::try_from(config.clone())?);
+        let op = op.clone();
+        tasks.spawn(async move {
+            let (mut calls, mut retries) = (0, 0);
+            for i in (c..n).step_by(clients) {
+                let mut attempt = 0;
+                loop {
+                    calls += 1;
+                    match op(api.clone(), i).await {
+                        Ok(()) => break,
+                        Err(e) if attempt < 10 => {
+                            attempt += 1;
+                            retries += 1;
+                            eprintln!("  (harness: object {i}: {e}; retrying)");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(e) => return Err(anyhow::Error::from(e)),
+                    }
+                }
+            }
+            anyhow::Ok((calls, retries))
+        });
+    }
+    let (mut calls, mut retries) = (0, 0);
+    while let Some(done) = tasks.join_next().await {
+        let (c, r) = done??;
+        calls += c;
+        retries += r;
+    }
+    Ok((calls, retries))
+}
+
+#[derive(Debug, Default)]
+struct Phase {
+    /// Seconds to the goal (None: deadline passed).
+    done_s: Option<f64>,
+    /// Seconds until every request of the harness returned.
+    requests_s: f64,
+}
+
+/// Drives the watch until `goal(seen)`, printing progress and recording the time series.
+#[allow(clippy::too_many_arguments)]
+async fn watch_until(
+    stream: &mut futures::stream::BoxStream<
+        'static,
+        watcher::Result<watcher::Event<DynamicObject>>,
+    >,
+    seen: &mut Seen,
+    started: Instant,
+    deadline: Duration,
+    label: &str,
+    phase: &str,
+    n: usize,
+    series: &mut Vec<(f64, String, usize, usize)>,
+    pid: u32,
+    peak_rss: &mut u64,
+    mut requests: Option<&mut tokio::task::JoinHandle<anyhow::Result<(usize, usize)>>>,
+    requests_out: &mut Option<(usize, usize)>,
+    requests_s: &mut f64,
+    goal: impl Fn(&Seen) -> bool,
+) -> anyhow::Result<Option<f64>> {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_print = Instant::now();
+    let mut last = (usize::MAX, usize::MAX);
+    loop {
+        let now = (seen.available(), seen.objects.len());
+        if now != last {
+            series.push((
+                started.elapsed().as_secs_f64(),
+                phase.to_owned(),
+                now.0,
+                now.1,
+            ));
+            last = now;
+        }
+        if goal(seen) && requests.is_none() {
+            return Ok(Some(started.elapsed().as_secs_f64()));
+        }
+        if started.elapsed() > deadline {
+            println!(
+                "[{label}] {phase}: deadline of {} s passed ({} available, {} exist, of {n})",
+                deadline.as_secs(),
+                now.0,
+                now.1
+            );
+            return Ok(None);
+        }
+        #[allow(clippy::large_enum_variant)] // one short-lived value per loop turn
+        enum Step {
+            Event(Option<watcher::Result<watcher::Event<DynamicObject>>>),
+            Requests(Result<anyhow::Result<(usize, usize)>, tokio::task::JoinError>),
+            Tick,
+        }
+        let pending = async {
+            match requests.as_mut() {
+                Some(handle) => handle.await,
+                None => std::future::pending().await,
+            }
+        };
+        let step = tokio::select! {
+            event = stream.next() => Step::Event(event),
+            done = pending => Step::Requests(done),
+            _ = tick.tick() => Step::Tick,
+        };
+        match step {
+            Step::Event(Some(Ok(e))) => seen.apply(e),
+            Step::Event(Some(Err(e))) => eprintln!("  (harness watch: {e})"),
+            Step::Event(None) => bail!("the watch ended"),
+            Step::Requests(done) => {
+                *requests_out = Some(done??);
+                *requests_s = started.elapsed().as_secs_f64();
+                requests = None;
+            }
+            Step::Tick => {
+                if let Some(s) = proc_stat(pid) {
+                    *peak_rss = (*peak_rss).max(s.rss_kib);
+                }
+                if last_print.elapsed() >= Duration::from_secs(1) {
+                    last_print = Instant::now();
+                    let rss = proc_stat(pid).map(|s| s.rss_kib / 1024).unwrap_or(0);
+                    println!(
+                        "[{label}] {phase} {:6.1} s: {:>6} available, {:>6} exist, of {n}  (rss {rss} MiB)",
+                        started.elapsed().as_secs_f64(),
+                        now.0,
+                        now.1
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One contender's result.
+async fn run_contender(
+    args: &Args,
+    env: &Env,
+    contender: Contender,
+    suffix: &str,
+) -> anyhow::Result<Value> {
+    let label = contender.name();
+    let job = contender.job();
+    let n = match job {
+        Job::Rabbit => args.python_objects.unwrap_or(args.objects.min(200)),
+        Job::Pdns => args.objects,
+    };
+    let run = format!("{}-{suffix}", contender.short());
+    let ns = format!("bench-{run}");
+    let config = env.config().await?;
+    let client = Client::try_from(config.clone())?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let resource = job.resource();
+    println!("\n== {label}: {n} {} in namespace {ns}", resource.kind);
+
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await
+        .with_context(|| format!("creating namespace {ns}"))?;
+    let secret = match job {
+        Job::Pdns => json!({"url": env.pdns_url, "apiKey": env.pdns_key}),
+        Job::Rabbit => {
+            let (url, user, password) = env.rabbit.as_ref().context("no RabbitMQ in the env")?;
+            json!({"url": url, "username": user, "password": password})
+        }
+    };
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": job.secret()}, "stringData": secret}),
+            )?,
+        )
+        .await?;
+    if contender == Contender::Kopf {
+        ensure_crd(args, &client, job).await?;
+    }
+
+    let log = args.out.join(format!("{label}.log"));
+    let mut process = start(args, env, contender, &ns, &log)?;
+    wait_ready(&http, &mut process, contender).await?;
+    let pid = process.pid();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    // The watch is established (its initial list done) before the first create.
+    let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut seen = Seen::default();
+    loop {
+        match stream.next().await {
+            Some(Ok(e)) => {
+                let done = matches!(e, watcher::Event::InitDone);
+                seen.apply(e);
+                if done {
+                    break;
+                }
+            }
+            Some(Err(e)) => bail!("watching {}: {e}", resource.plural),
+            None => bail!("the watch ended"),
+        }
+    }
+
+    let api_before = apiserver_requests(&client).await?;
+    let host_before = match (&process.admin, contender.is_orchard()) {
+        (Some(a), true) => host_metrics(&http, a).await?,
+        _ => HostMetrics::default(),
+    };
+    let proc_before = proc_stat(pid).unwrap_or_default();
+    let mut peak_rss = proc_before.rss_kib;
+    let mut series = Vec::new();
+    let deadline = Duration::from_secs(args.timeout_s);
+    let mut own = Own::default();
+
+    // ---- create
+    let started = Instant::now();
+    let run_id = run.clone();
+    let ns_of = ns.clone();
+    let res = resource.clone();
+    let mut creating = tokio::spawn({
+        let config = config.clone();
+        let clients = args.clients;
+        async move {
+            fan_out(
+                &config,
+                clients,
+                n,
+                move |api, i| {
+                    let obj = job.manifest(&run_id, i);
+                    Box::pin(async move {
+                        match api.create(&PostParams::default(), &obj).await {
+                            Ok(_) => Ok(()),
+                            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    })
+                },
+                move |c| Api::namespaced_with(c, &ns_of, &res),
+            )
+            .await
+        }
+    });
+    let mut created = None;
+    let mut create = Phase::default();
+    create.done_s = watch_until(
+        &mut stream,
+        &mut seen,
+        started,
+        deadline,
+        label,
+        "create",
+        n,
+        &mut series,
+        pid,
+        &mut peak_rss,
+        Some(&mut creating),
+        &mut created,
+        &mut create.requests_s,
+        |s| s.available() >= n,
+    )
+    .await?;
+    if let Some((calls, retries)) = created {
+        own.posts = calls;
+        own.retries += retries;
+    }
+    match create.done_s {
+        Some(t) => println!(
+            "[{label}] all {n} Available in {t:.2} s ({:.1}/s)",
+            n as f64 / t
+        ),
+        None => println!("[{label}] NOT all Available"),
+    }
+    let proc_available = proc_stat(pid).unwrap_or_default();
+    let applied_create = seen.applied;
+    let api_mid = apiserver_requests(&client).await?;
+    let host_mid = match (&process.admin, contender.is_orchard()) {
+        (Some(a), true) => host_metrics(&http, a).await?,
+        _ => HostMetrics::default(),
+    };
+    let external_created = external_count(&http, env, job, &run).await?;
+
+    // ---- delete
+    let started_delete = Instant::now();
+    let ns_of = ns.clone();
+    let res = resource.clone();
+    let mut deleting = tokio::spawn({
+        let config = config.clone();
+        let clients = args.clients;
+        async move {
+            fan_out(
+                &config,
+                clients,
+                n,
+                move |api, i| {
+                    Box::pin(async move {
+                        match api.delete(&format!("o{i}"), &DeleteParams::default()).await {
+                            Ok(_) => Ok(()),
+                            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    })
+                },
+                move |c| Api::namespaced_with(c, &ns_of, &res),
+            )
+            .await
+        }
+    });
+    let mut deleted = None;
+    let mut delete = Phase::default();
+    delete.done_s = watch_until(
+        &mut stream,
+        &mut seen,
+        started_delete,
+        deadline,
+        label,
+        "delete",
+        n,
+        &mut series,
+        pid,
+        &mut peak_rss,
+        Some(&mut deleting),
+        &mut deleted,
+        &mut delete.requests_s,
+        |s| s.objects.is_empty(),
+    )
+    .await?;
+    if let Some((calls, retries)) = deleted {
+        own.deletes = calls;
+        own.retries += retries;
+    }
+    match delete.done_s {
+        Some(t) => println!(
+            "[{label}] all {n} deleted in {t:.2} s ({:.1}/s)",
+            n as f64 / t
+        ),
+        None => println!("[{label}] NOT all deleted"),
+    }
+    let proc_deleted = proc_stat(pid).unwrap_or_default();
+    let api_after = apiserver_requests(&client).await?;
+    let host_after = match (&process.admin, contender.is_orchard()) {
+        (Some(a), true) => host_metrics(&http, a).await?,
+        _ => HostMetrics::default(),
+    };
+    let external_left = external_count(&http, env, job, &run).await?;
+    let applied_total = seen.applied;
+    drop(stream);
+    // Events recorded in the namespace (exact, unlike the apiserver's global counters).
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
+        .list(&Default::default())
+        .await?
+        .items;
+    let event_objects = events.len();
+    let event_count: i64 = events
+        .iter()
+        .map(|e| {
+            e.series
+                .as_ref()
+                .and_then(|s| s.count)
+                .or(e.count)
+                .map_or(1, i64::from)
+        })
+        .sum();
+    tokio::time::sleep(Duration::from_secs(args.settle_s)).await;
+    let proc_settled = proc_stat(pid).unwrap_or_default();
+    process.stop().await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&ns, &DeleteParams::default())
+        .await;
+
+    // ---- report
+    let plural = &resource.plural;
+    let mut requests = delta(&api_after, &api_before);
+    for (key, own) in [
+        (format!("POST {plural}"), own.posts),
+        (format!("DELETE {plural}"), own.deletes),
+    ] {
+        if let Some(v) = requests.get_mut(&key) {
+            *v = (*v - own as f64).max(0.0);
+        }
+    }
+    requests.retain(|_, v| *v > 0.0);
+    let per = |v: f64| (v / n as f64 * 100.0).round() / 100.0;
+    let is_write = |k: &str| {
+        ["POST ", "PUT ", "PATCH ", "APPLY ", "DELETE "]
+            .iter()
+            .any(|w| k.starts_with(w))
+    };
+    let writes: f64 = requests
+        .iter()
+        .filter(|(k, _)| is_write(k))
+        .map(|(_, v)| v)
+        .sum();
+    let gets: f64 = requests
+        .iter()
+        .filter(|(k, _)| k.starts_with("GET "))
+        .map(|(_, v)| v)
+        .sum();
+    let create_writes: f64 = {
+        let mut d = delta(&api_mid, &api_before);
+        if let Some(v) = d.get_mut(&format!("POST {plural}")) {
+            *v = (*v - own.posts as f64).max(0.0);
+        }
+        d.iter().filter(|(k, _)| is_write(k)).map(|(_, v)| v).sum()
+    };
+
+    let (calls, reconciles, errors, calls_total, transient) = if contender.is_orchard() {
+        let calls = delta(&host_after.calls, &host_before.calls);
+        let reconciles = delta(&host_after.reconciles, &host_before.reconciles);
+        let errors = delta(&host_after.errors, &host_before.errors);
+        let calls_total: f64 = calls.values().sum();
+        let transient: f64 = errors.values().sum::<f64>()
+            + calls
+                .iter()
+                .filter(|(k, _)| k.ends_with(" error"))
+                .map(|(_, v)| v)
+                .sum::<f64>();
+        (calls, reconciles, errors, calls_total, transient)
+    } else {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let count = |w: &str| text.lines().filter(|l| l.contains(w)).count() as f64;
+        let mut calls = BTreeMap::new();
+        calls.insert("POST (handler)".to_owned(), count("bench-call POST"));
+        calls.insert("DELETE (handler)".to_owned(), count("bench-call DELETE"));
+        let total = count("bench-call ");
+        (
+            calls,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            total,
+            count("bench-transient"),
+        )
+    };
+    let _ = host_mid;
+
+    // time series
+    let csv = args.out.join(format!("{label}.csv"));
+    let mut f = std::fs::File::create(&csv)?;
+    writeln!(f, "t_s,phase,available,existing")?;
+    for (t, phase, a, e) in &series {
+        writeln!(f, "{t:.3},{phase},{a},{e}")?;
+    }
+
+    let mib = |k: u64| (k as f64 / 1024.0 * 10.0).round() / 10.0;
+    let ok = create.done_s.is_some()
+        && delete.done_s.is_some()
+        && external_created == n
+        && external_left == 0;
+    Ok(json!({
+        "contender": label,
+        "kind": resource.kind,
+        "objects": n,
+        "clients": args.clients,
+        "ok": ok,
+        "available_s": create.done_s,
+        "create_requests_s": create.requests_s,
+        "deleted_s": delete.done_s,
+        "delete_requests_s": delete.requests_s,
+        "available_per_s": create.done_s.map(|t| n as f64 / t),
+        "deleted_per_s": delete.done_s.map(|t| n as f64 / t),
+        "external_after_create": external_created,
+        "external_left_after_delete": external_left,
+        "rss_start_mib": mib(proc_before.rss_kib),
+        "rss_peak_mib": mib(proc_settled.hwm_kib.max(peak_rss)),
+        "rss_peak_during_job_mib": mib(peak_rss),
+        "rss_all_available_mib": mib(proc_available.rss_kib),
+        "rss_all_deleted_mib": mib(proc_deleted.rss_kib),
+        "rss_after_settle_mib": mib(proc_settled.rss_kib),
+        "cpu_s_job": ((proc_deleted.cpu_s - proc_before.cpu_s) * 100.0).round() / 100.0,
+        "cpu_s_total": proc_settled.cpu_s,
+        "cpu_ms_per_object": ((proc_deleted.cpu_s - proc_before.cpu_s) / n as f64 * 1e4).round() / 10.0,
+        "apiserver_requests": requests,
+        "apiserver_writes_per_object": per(writes),
+        "apiserver_writes_per_object_create": per(create_writes),
+        "apiserver_writes_per_object_delete": per(writes - create_writes),
+        "apiserver_gets_per_object": per(gets),
+        "object_changes_per_object": per(applied_total as f64),
+        "object_changes_per_object_create": per(applied_create as f64),
+        "events_per_object": per(event_objects as f64),
+        "event_occurrences_per_object": per(event_count as f64),
+        "harness_requests": {"posts": own.posts, "deletes": own.deletes, "retries": own.retries},
+        "actuator_calls": calls,
+        "actuator_calls_per_object": per(calls_total),
+        "reconciles": reconciles,
+        "reconciles_per_object": contender.is_orchard().then(|| per(reconciles.values().sum::<f64>())),
+        "reconcile_errors": errors,
+        "transient_errors": transient,
+        "log": log,
+        "series": csv,
+    }))
+}
+
+/// Installs the CRD of the job's kind (from the plugin, `orchard crd`) when it is missing: the
+/// kopf contender works on Orchard's CRD.
+async fn ensure_crd(args: &Args, client: &Client, job: Job) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let r = job.resource();
+    let name = format!("{}.{}", r.plural, r.group);
+    if crds.get_opt(&name).await?.is_none() {
+        let out = Command::new(&args.orchard_bin)
+            .arg("crd")
+            .arg(args.plugin_dir.join(job.plugin_file()))
+            .stderr(Stdio::inherit())
+            .output()?;
+        if !out.status.success() {
+            bail!("orchard crd failed");
+        }
+        let crd: CustomResourceDefinition = serde_yaml::from_slice(&out.stdout)?;
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        let crd = crds.get(&name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!("CRD {name} not established")
+}
+
+fn fmt_opt(v: &Value, digits: usize) -> String {
+    v.as_f64()
+        .map(|f| format!("{f:.digits$}"))
+        .unwrap_or_else(|| "—".to_owned())
+}
+
+fn summary(results: &[Value], header: &str) -> String {
+    let mut s = String::new();
+    s.push_str(header);
+    s.push_str("\n\n| contender | kind | N | all Available | all deleted | Available/s | deleted/s | peak RSS | RSS after delete | CPU s | API writes/object (create + delete) | GETs/object | object changes/object | Events/object | actuator calls/object | reconciles/object | transient errors | ok |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in results {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} s | {} s | {} | {} | {} MiB | {} MiB | {} | {} ({} + {}) | {} | {} | {} | {} | {} | {} | {} |\n",
+            r["contender"].as_str().unwrap_or(""),
+            r["kind"].as_str().unwrap_or(""),
+            r["objects"],
+            fmt_opt(&r["available_s"], 2),
+            fmt_opt(&r["deleted_s"], 2),
+            fmt_opt(&r["available_per_s"], 1),
+            fmt_opt(&r["deleted_per_s"], 1),
+            r["rss_peak_mib"],
+            r["rss_after_settle_mib"],
+            r["cpu_s_job"],
+            r["apiserver_writes_per_object"],
+            r["apiserver_writes_per_object_create"],
+            r["apiserver_writes_per_object_delete"],
+            r["apiserver_gets_per_object"],
+            r["object_changes_per_object"],
+            r["event_occurrences_per_object"],
+            r["actuator_calls_per_object"],
+            r["reconciles_per_object"],
+            r["transient_errors"],
+            if r["ok"] == true { "yes" } else { "**no**" },
+        ));
+    }
+    let rate = |name: &str, key: &str| {
+        results
+            .iter()
+            .find(|r| r["contender"] == name)
+            .and_then(|r| r[key].as_f64())
+    };
+    let mut ratio = |what: &str, a: &str, b: &str, key: &str| {
+        if let (Some(x), Some(y)) = (rate(a, key), rate(b, key)) {
+            s.push_str(&format!("\n- {what}: {a} / {b} = **{:.2}**", x / y));
+        }
+    };
+    ratio(
+        "objects/s to Available",
+        "orchard-component",
+        "kopf",
+        "available_per_s",
+    );
+    ratio(
+        "objects/s deleted",
+        "orchard-component",
+        "kopf",
+        "deleted_per_s",
+    );
+    ratio(
+        "objects/s to Available",
+        "orchard-component",
+        "orchard-native",
+        "available_per_s",
+    );
+    ratio(
+        "objects/s deleted",
+        "orchard-component",
+        "orchard-native",
+        "deleted_per_s",
+    );
+    s.push('\n');
+    s
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::from(2),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<bool> {
+    let args = Args::parse();
+    // Built beside the host, rustls has two providers compiled in; kube's is ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = Env::load()?;
+    let contenders = args
+        .contenders
+        .iter()
+        .map(|c| Contender::parse(c))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    std::fs::create_dir_all(&args.out)?;
+    let suffix = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs()
+            % 0xff_ffff
+    );
+    let mut results = Vec::new();
+    let mut all_ok = true;
+    for contender in contenders {
+        let result = match run_contender(&args, &env, contender, &suffix).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("[{}] failed: {e:#}", contender.name());
+                json!({"contender": contender.name(), "ok": false, "error": format!("{e:#}")})
+            }
+        };
+        all_ok &= result["ok"] == true;
+        results.push(result);
+        // Written after every contender, so that a later failure keeps the earlier results.
+        let report = json!({
+            "commit": args.commit,
+            "objects": args.objects,
+            "clients": args.clients,
+            "results": results,
+        });
+        std::fs::write(
+            args.out.join("results.json"),
+            serde_json::to_string_pretty(&report)?,
+        )?;
+    }
+    let header = format!(
+        "Throughput run: commit `{}`, {} clients",
+        args.commit, args.clients
+    );
+    let text = summary(&results, &header);
+    std::fs::write(args.out.join("summary.md"), &text)?;
+    println!("\n{text}");
+    println!("results: {}", args.out.join("results.json").display());
+    Ok(all_ok)
+}
