@@ -570,10 +570,17 @@ case ${1:-} in
     load_internal
     recorded_alive pdns || spawn pdns /usr/sbin/pdns_server --config-dir="$STATE/pdns"
     wait_healthy pdns check_pdns ;;
+  stop-apiserver) # stop kube-apiserver alone (watch-recovery scenarios); etcd keeps the data
+    load_internal
+    stop_group kube-apiserver ;;
+  start-apiserver)
+    load_internal
+    recorded_alive kube-apiserver || start_apiserver
+    wait_healthy kube-apiserver check_apiserver ;;
   rabbitmqctl) # run rabbitmqctl against the env's node (it needs the node's cookie and epmd port)
     shift
     [ -f "$PIDS/rabbitmq.pid" ] || die "RabbitMQ is not running in $STATE"
     load_internal
     rabbitmqctl "$@" ;;
-  *) echo "usage: $0 up [--with-rabbitmq|--without-rabbitmq] | down | status | env | stop-pdns | start-pdns | rabbitmqctl ARGS..." >&2; exit 2 ;;
+  *) echo "usage: $0 up [--with-rabbitmq|--without-rabbitmq] | down | status | env | stop-pdns | start-pdns | stop-apiserver | start-apiserver | rabbitmqctl ARGS..." >&2; exit 2 ;;
 esac

@@ -4,9 +4,11 @@
 //! 1. `decode_envelope` — the spec envelope, once; a malformed one is InvalidConfiguration;
 //! 2. `skip_if_up_to_date` — nothing changed since the last pass and no resync is due;
 //! 3. the flow of the object's state (normal or delete);
-//! 4. `write_status` — one status apply, only when something changed (a refused one is
-//!    replaced by a minimal status that says why);
-//! 5. `clear_marker` — the create-pending marker goes once status.id is recorded;
+//! 4. `clear_marker` — the create-pending marker goes once the resource can no longer be lost:
+//!    its id is recorded, or (a plugin that can adopt) adoption would find it;
+//! 5. `write_status` — one status apply, only when something changed (a refused one is
+//!    replaced by a minimal status that says why). It is the pass's last write, so whoever
+//!    sees the pass's conditions sees the object as the pass leaves it;
 //! 6. `next_action` — backoff, poll, resync or wait for a watch event.
 //!
 //! Writes never wake the controller for another pass ([`super::triggers`]): what comes next
@@ -123,8 +125,8 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
             },
         );
     }
-    write_status(obj, ctx, &mut pass).await?;
     clear_marker(obj, ctx, &pass).await?;
+    write_status(obj, ctx, &mut pass).await?;
     if !matches!(pass.id, StatusId::Set(_)) {
         ctx.claims.unreserve(obj);
     }
@@ -196,7 +198,7 @@ pub(super) fn answer<T>(result: CallResult<Result<T, Failure>>) -> Result<T, Fai
         .and_then(std::convert::identity)
 }
 
-/// Phase 4: one server-side apply of the status subresource, when anything changed. If the
+/// Phase 5: one server-side apply of the status subresource, when anything changed. If the
 /// apiserver refuses it (too large, invalid), a minimal status says why and the pass counts
 /// as a transient failure (backoff), so the object never shows an id and no condition.
 async fn write_status(obj: &DynamicObject, ctx: &Context, pass: &mut Pass) -> Result<(), Error> {
@@ -233,7 +235,10 @@ async fn write_status(obj: &DynamicObject, ctx: &Context, pass: &mut Pass) -> Re
     Ok(())
 }
 
-/// Phase 5: the marker of an earlier (or this pass's) create goes once status.id is recorded.
+/// Phase 4: the marker of an earlier (or this pass's) create goes once the pass knows the
+/// resource. That is safe before the status write: a plugin that cannot adopt had its id
+/// written at once, right after the create; for one that can, adoption finds the resource if
+/// the host dies before the status write.
 async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result<(), Error> {
     let recorded = match &pass.id {
         StatusId::Set(_) => true,

@@ -451,8 +451,8 @@ async fn a_new_object_is_created_in_three_writes_plus_its_event() {
         [
             "metadata(finalizer=true, marker=true)",
             "event Created",
-            "status(id=\"ext-a\")",
             "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")",
         ]
     );
     assert_eq!(objects_writes(&writes), 3);
@@ -492,8 +492,8 @@ async fn a_plugin_that_cannot_adopt_gets_its_id_recorded_at_once() {
             "metadata(finalizer=true, marker=true)",
             "status.id=Some(\"ext-a\")",
             "event Created",
-            "status(id=\"ext-a\")",
             "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")",
         ]
     );
 }
@@ -604,8 +604,8 @@ async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again()
         kinds(&w.cluster.writes()),
         [
             "event Adopted",
-            "status(id=\"ext-a\")",
-            "metadata(finalizer=true, marker=false)"
+            "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")"
         ]
     );
 }
