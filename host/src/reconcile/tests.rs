@@ -55,6 +55,11 @@ struct System {
     wrong_id: Mutex<bool>,
     /// `delete` leaves the resource in place for this many calls of get-by-id.
     slow_delete: Mutex<u32>,
+    /// function → how it fails: with this failure as its answer, or (`None`) with no answer
+    /// (a trap).
+    failing: Mutex<HashMap<&'static str, Option<Failure>>>,
+    /// `reconcilers` names these.
+    reconcilers: Mutex<Vec<String>>,
 }
 
 impl System {
@@ -63,6 +68,18 @@ impl System {
     }
     fn call(&self, name: &str) {
         self.calls.lock().unwrap().push(name.to_owned());
+    }
+    /// How `function` is set to fail, if it is: `Err(Ok(failure))` or `Err(Err(trap))`.
+    fn fails(&self, function: &'static str) -> Result<(), CallResult<Failure>> {
+        match self.failing.lock().unwrap().get(function) {
+            None => Ok(()),
+            Some(Some(f)) => Err(Ok(f.clone())),
+            Some(None) => Err(Err(CallError::Trap {
+                plugin: "fake".into(),
+                function,
+                message: "unreachable".into(),
+            })),
+        }
     }
     fn put(&self, id: &str, name: &str) {
         self.resources
@@ -102,6 +119,9 @@ impl Actuator for System {
         id: &str,
     ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
         self.call("get-by-id");
+        if let Err(e) = self.fails("get-by-id") {
+            return e.map(Err);
+        }
         let mut slow = self.slow_delete.lock().unwrap();
         let found = self.resources.lock().unwrap().get(id).cloned();
         if *self.wrong_id.lock().unwrap() {
@@ -124,6 +144,9 @@ impl Actuator for System {
         obj: &ManagedObject,
     ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
         self.call("list-for-adoption");
+        if let Err(e) = self.fails("list-for-adoption") {
+            return e.map(Err);
+        }
         if self.cannot_adopt {
             return Ok(Ok(None));
         }
@@ -144,6 +167,9 @@ impl Actuator for System {
         filter: &Value,
     ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
         self.call("list-for-import");
+        if let Err(e) = self.fails("list-for-import") {
+            return e.map(Err);
+        }
         Ok(Ok(self
             .resources
             .lock()
@@ -173,6 +199,9 @@ impl Actuator for System {
     }
     async fn delete(&self, _: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
         self.call("delete");
+        if let Err(e) = self.fails("delete") {
+            return e.map(Status::from);
+        }
         self.resources.lock().unwrap().remove(&res.id);
         Ok(Status::default())
     }
@@ -182,7 +211,10 @@ impl Actuator for System {
         _: &ExternalResource,
     ) -> CallResult<Result<Vec<String>, Failure>> {
         self.call("reconcilers");
-        Ok(Ok(vec![]))
+        if let Err(e) = self.fails("reconcilers") {
+            return e.map(Err);
+        }
+        Ok(Ok(self.reconcilers.lock().unwrap().clone()))
     }
     async fn run_reconciler(
         &self,
@@ -191,6 +223,9 @@ impl Actuator for System {
         _: &ExternalResource,
     ) -> CallResult<Status> {
         self.call("run-reconciler");
+        if let Err(e) = self.fails("run-reconciler") {
+            return e.map(Status::from);
+        }
         Ok(Status::default())
     }
     async fn available(
@@ -199,10 +234,16 @@ impl Actuator for System {
         _: &ExternalResource,
     ) -> CallResult<(Availability, Status)> {
         self.call("available");
+        if let Err(e) = self.fails("available") {
+            return e.map(|f| (Availability::Unknown, f.into()));
+        }
         Ok((Availability::Available, Status::default()))
     }
     async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
         self.call("observed");
+        if let Err(e) = self.fails("observed") {
+            return e.map(|f| json!({"unexpected": f.to_string()}));
+        }
         Ok(res.state.clone())
     }
 }
@@ -1080,4 +1121,119 @@ async fn deleting_an_object_whose_only_resource_another_holds_leaves_it_in_place
     assert!(pass.released);
     assert!(!b.system.calls().contains(&"delete".to_owned()));
     assert!(kinds(&b.cluster.writes()).contains(&"event LeftInPlace".to_owned()));
+}
+
+// ---------------------------------------------------------------------------------------
+// Failures of each actuator call
+// ---------------------------------------------------------------------------------------
+
+/// The object set up so that a pass reaches `function`.
+fn reaching(function: &str) -> World {
+    let w = match function {
+        "list-for-import" => World::new(object(
+            "u",
+            100,
+            json!({"managementPolicy": "unmanaged", "import": {"filter": {"name": "x"}}}),
+        )),
+        _ => World::new(managed("a")),
+    };
+    *w.system.reconcilers.lock().unwrap() = vec!["settings".into()];
+    if matches!(function, "get-by-id" | "delete") {
+        w.system.put("ext-a", "a");
+        w.set(|o| {
+            o.metadata.finalizers = Some(vec![FINALIZER.into()]);
+            o.data["status"] = json!({"id": "ext-a"});
+        });
+    }
+    if function == "delete" {
+        w.delete();
+    }
+    w
+}
+
+#[tokio::test]
+async fn every_actuator_calls_failure_is_shown_and_retried_by_its_kind() {
+    let functions = [
+        "get-by-id",
+        "list-for-adoption",
+        "list-for-import",
+        "create",
+        "delete",
+        "reconcilers",
+        "run-reconciler",
+        "available",
+        "observed",
+    ];
+    let failures = [
+        (
+            Some(Failure::Transient("down".into())),
+            "TransientError",
+            "True",
+        ),
+        (
+            Some(Failure::InvalidConfiguration("bad".into())),
+            "InvalidConfiguration",
+            "False",
+        ),
+        (
+            Some(Failure::Unrecoverable("gone".into())),
+            "UnrecoverableError",
+            "False",
+        ),
+        (None, "TransientError", "True"),
+    ];
+    for function in functions {
+        for (failure, reason, progressing) in &failures {
+            if function == "observed" && failure.is_some() {
+                continue; // observed() answers JSON, it has no failure of its own
+            }
+            let w = reaching(function);
+            if function == "create" {
+                *w.system.create.lock().unwrap() = match failure {
+                    Some(f) => CreateMode::Fails(f.clone()),
+                    None => CreateMode::Traps,
+                };
+            } else {
+                w.system
+                    .failing
+                    .lock()
+                    .unwrap()
+                    .insert(function, failure.clone());
+            }
+            let case = format!("{function} failing with {failure:?}");
+            let (pass, next) = w.pass().await;
+            assert!(
+                w.system.calls().contains(&function.to_owned()),
+                "{case}: not reached"
+            );
+            assert_eq!(
+                pass.failure.as_ref().map(Failure::reason),
+                Some(*reason),
+                "{case}"
+            );
+            let (status, got, _) = condition(&w.object(), "Progressing");
+            assert_eq!(
+                (status.as_str(), got.as_str()),
+                (*progressing, *reason),
+                "{case}"
+            );
+            match next {
+                Next::After(_) => assert_eq!(
+                    *progressing, "True",
+                    "{case}: a terminal failure is retried"
+                ),
+                Next::Wait => assert_eq!(
+                    *progressing, "False",
+                    "{case}: a transient failure is not retried"
+                ),
+            }
+            assert!(!pass.released, "{case}: the finalizer stays");
+            if matches!(function, "get-by-id" | "list-for-adoption") {
+                assert!(
+                    !w.system.has("ext-a") || function == "get-by-id",
+                    "{case}: created after a failed lookup"
+                );
+            }
+        }
+    }
 }
