@@ -6,7 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use orchard_e2e::scenario::Scenario;
+use orchard_e2e::poll_until;
+use orchard_e2e::scenario::{CONVERGE, Scenario};
 
 fn zone_yaml(name: &str, zone: &str) -> String {
     format!(
@@ -46,7 +47,11 @@ async fn after_an_apiserver_outage_the_controllers_resume_within_seconds() -> an
         run("start-apiserver")?;
         let back = Instant::now();
         let after = s.zone_name("after");
-        s.apply(&zone_yaml("after", &after)).await?;
+        // The test's own client may hold a connection from before the outage: retry it.
+        poll_until(CONVERGE, "the apiserver to take a new zone", || async {
+            Ok(s.apply(&zone_yaml("after", &after)).await.ok())
+        })
+        .await?;
         s.wait_ready(&s.zones, "after").await?;
         let resumed = back.elapsed();
         assert!(
