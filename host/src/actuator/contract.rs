@@ -530,17 +530,23 @@ impl<'a> Boundary<'a> {
 
 /// Cuts `message` to at most [`MESSAGE_MAX_BYTES`] (at a character boundary), the last bytes
 /// being [`TRUNCATION_MARKER`]. Shorter messages are returned as they are.
-pub fn truncate_message(mut message: String) -> String {
+pub fn truncate_message(message: String) -> String {
     if message.len() <= MESSAGE_MAX_BYTES {
         return message;
     }
-    let mut end = MESSAGE_MAX_BYTES - TRUNCATION_MARKER.len();
-    while !message.is_char_boundary(end) {
+    cut(&message, MESSAGE_MAX_BYTES, TRUNCATION_MARKER)
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ending with `marker` when cut.
+pub fn cut(text: &str, max: usize, marker: &str) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub(marker.len());
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    message.truncate(end);
-    message.push_str(TRUNCATION_MARKER);
-    message
+    format!("{}{marker}", &text[..end])
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` of at most `max` characters.

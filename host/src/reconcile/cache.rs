@@ -214,10 +214,4 @@ impl Caches {
                 .or_insert_with(|| KindCache::start(client, resource, namespace)),
         )
     }
-
-    /// Objects held in every cache (for the scale benchmark and tests).
-    pub fn objects(&self) -> usize {
-        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-        kinds.values().map(|k| k.store.state().len()).sum()
-    }
 }

@@ -86,16 +86,36 @@ pub fn dependents(
         .collect()
 }
 
-/// A fingerprint of the inputs `obj` takes from other objects (the resourceVersions of its
-/// dependencies and credentials Secret, as cached): a terminal failure is retried when it
-/// changes, since the cause may have been fixed there.
+/// What of a dependency (or the credentials Secret) its dependents' passes depend on: a
+/// Secret's data; a dependency's generation, status.id, availability and observed state;
+/// and whether it is being deleted. Metadata-only writes (guard finalizers, labels) are not
+/// part of it, so the host's own guard never looks like a change.
+pub fn input_key(dep: &DynamicObject) -> String {
+    let deleting = dep.metadata.deletion_timestamp.is_some();
+    if dep.types.as_ref().is_some_and(|t| t.kind == SECRET) {
+        return json!([dep.data["data"], deleting]).to_string();
+    }
+    let status = &dep.data["status"];
+    json!([
+        dep.metadata.generation,
+        status["id"],
+        is_available(dep),
+        status["resource"],
+        deleting
+    ])
+    .to_string()
+}
+
+/// A fingerprint of the inputs `obj` takes from other objects ([`input_key`] of each, as
+/// cached): a terminal failure is retried when it changes, since the cause may have been
+/// fixed there.
 pub fn inputs_fingerprint(ops: &dyn ObjectOps, d: &Description, obj: &DynamicObject) -> u64 {
     let ns = obj.namespace().unwrap_or_default();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for (kind, name) in references(d, obj) {
         (kind.as_str(), name.as_str()).hash(&mut hasher);
         ops.cached(&kind, &ns, &name)
-            .and_then(|o| o.resource_version())
+            .map(|o| input_key(&o))
             .hash(&mut hasher);
     }
     hasher.finish()

@@ -240,12 +240,9 @@ async fn write_status(obj: &DynamicObject, ctx: &Context, pass: &mut Pass) -> Re
 /// written at once, right after the create; for one that can, adoption finds the resource if
 /// the host dies before the status write.
 async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result<(), Error> {
-    let recorded = match &pass.id {
-        StatusId::Set(_) => true,
-        StatusId::Keep => obj.data["status"]["id"].is_string(),
-        StatusId::Clear => false,
-    };
-    if recorded && (pass.marker_set || obj.annotations().contains_key(CREATE_PENDING)) {
+    if pass.id.recorded(&obj.data["status"])
+        && (pass.marker_set || obj.annotations().contains_key(CREATE_PENDING))
+    {
         super::normal::clear_create_pending(obj, ctx).await?;
     }
     Ok(())

@@ -299,31 +299,6 @@ pub async fn discover_kinds(
     Ok(kinds)
 }
 
-/// What of a dependency, when it changes, may change its dependents' passes.
-fn dependency_key(obj: &DynamicObject) -> DependencyKey {
-    let available = obj.data["status"]["conditions"]
-        .as_array()
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c["type"] == "Available" && c["status"] == "True")
-        });
-    let is_secret = obj.types.as_ref().is_some_and(|t| t.kind == deps::SECRET);
-    let content = if is_secret {
-        obj.data["data"].to_string()
-    } else {
-        obj.data["status"]["id"].to_string()
-    };
-    (
-        obj.resource_version().filter(|_| is_secret),
-        available,
-        content,
-        obj.metadata.deletion_timestamp.is_some(),
-    )
-}
-
-/// The key of a dependency's changes that matter to its dependents.
-type DependencyKey = (Option<String>, bool, String, bool);
-
 /// Runs the controller of one plugin until `shutdown` resolves.
 pub async fn run(
     client: Client,
@@ -392,12 +367,12 @@ pub async fn run(
             own.store.clone(),
             kind.clone(),
         );
-        let seen: Mutex<HashMap<String, DependencyKey>> = Mutex::default();
+        let seen: Mutex<HashMap<String, String>> = Mutex::default();
         let changed = cache.subscribe().filter_map(move |change| {
             let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
             futures::future::ready(match change {
                 Change::Applied(dep) => {
-                    let key = dependency_key(&dep);
+                    let key = deps::input_key(&dep);
                     let uid = dep.uid().unwrap_or_default();
                     (seen.insert(uid, key.clone()).as_ref() != Some(&key)).then_some(dep)
                 }

@@ -22,14 +22,7 @@ pub const TRUNCATED: &str = "…(truncated)";
 
 /// `text` cut to at most `max` bytes (on a char boundary), with [`TRUNCATED`] when cut.
 pub fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max.saturating_sub(TRUNCATED.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{TRUNCATED}", &text[..end])
+    crate::actuator::contract::cut(text, max, TRUNCATED)
 }
 
 /// The metadata the plugin's finalizer manager owns on an object: our finalizer and the

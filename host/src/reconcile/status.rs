@@ -162,6 +162,22 @@ pub fn conditions_json(
     )
 }
 
+impl StatusId {
+    /// status.id once the pass is written, over the object's `old` status.
+    pub fn after(&self, old: &Value) -> Option<String> {
+        match self {
+            Self::Keep => old["id"].as_str().map(str::to_owned),
+            Self::Set(id) => Some(id.clone()),
+            Self::Clear => None,
+        }
+    }
+
+    /// Whether the resource's id is known once the pass is written.
+    pub fn recorded(&self, old: &Value) -> bool {
+        self.after(old).is_some()
+    }
+}
+
 /// Longest condition message the CRD accepts.
 pub const MAX_CONDITION_MESSAGE: usize = 32768;
 
@@ -172,11 +188,7 @@ fn truncate(s: &str, max: usize) -> String {
 /// The body of the status apply for `pass` over the object's `old` status; `None` when it
 /// would change nothing (an up-to-date object costs no write).
 pub fn body(pass: &Pass, old: &Value, generation: i64, now: Timestamp) -> Option<Value> {
-    let id = match &pass.id {
-        StatusId::Keep => old["id"].as_str().map(str::to_owned),
-        StatusId::Set(id) => Some(id.clone()),
-        StatusId::Clear => None,
-    };
+    let id = pass.id.after(old);
     let conditions = conditions(pass, id.is_some());
     let mut status = json!({
         "conditions": conditions_json(&conditions, &old["conditions"], generation, now),
@@ -217,11 +229,7 @@ pub fn refused_body(pass: &Pass, old: &Value, generation: i64, now: Timestamp, w
         id: pass.id.clone(),
         ..Pass::default()
     };
-    let id = match &pass.id {
-        StatusId::Keep => old["id"].as_str().map(str::to_owned),
-        StatusId::Set(id) => Some(id.clone()),
-        StatusId::Clear => None,
-    };
+    let id = pass.id.after(old);
     let conditions = conditions(&refused, id.is_some());
     let mut status = json!({
         "conditions": conditions_json(&conditions, &old["conditions"], generation, now),

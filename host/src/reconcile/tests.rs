@@ -270,10 +270,15 @@ fn description() -> Description {
 /// One write the flow made, in order.
 #[derive(Debug, Clone, PartialEq)]
 enum Write {
-    Metadata { finalizer: bool, marker: bool },
+    Metadata {
+        finalizer: bool,
+        marker: bool,
+    },
     StatusId(Option<String>),
     Status(Value),
     Event(String),
+    /// The guard finalizer put on a dependency of this kind.
+    Guard(String),
 }
 
 /// A one-object apiserver: every write is recorded and applied to its copy.
@@ -372,7 +377,7 @@ impl ObjectOps for Cluster {
             .map(Arc::new)
     }
     async fn guard(&self, kind: &str, _: &DynamicObject) -> Result<(), Error> {
-        self.record(Write::Event(format!("guard {kind}")));
+        self.record(Write::Guard(kind.to_owned()));
         Ok(())
     }
 }
@@ -446,6 +451,11 @@ impl World {
     }
 }
 
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
 fn condition(obj: &DynamicObject, type_: &str) -> (String, String, String) {
     let c = obj.data["status"]["conditions"]
         .as_array()
@@ -465,6 +475,7 @@ fn kinds(writes: &[Write]) -> Vec<String> {
             Write::StatusId(id) => format!("status.id={id:?}"),
             Write::Status(s) => format!("status(id={})", s["id"]),
             Write::Event(reason) => format!("event {reason}"),
+            Write::Guard(kind) => format!("guard {kind}"),
         })
         .collect()
 }
@@ -472,7 +483,12 @@ fn kinds(writes: &[Write]) -> Vec<String> {
 fn objects_writes(writes: &[Write]) -> usize {
     writes
         .iter()
-        .filter(|w| !matches!(w, Write::Event(_)))
+        .filter(|w| {
+            matches!(
+                w,
+                Write::Metadata { .. } | Write::StatusId(_) | Write::Status(_)
+            )
+        })
         .count()
 }
 
@@ -926,7 +942,8 @@ async fn a_terminal_failure_is_retried_when_an_input_changes() {
     );
     let secret = |rv: &str| -> DynamicObject {
         serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "creds", "namespace": "ns", "resourceVersion": rv}, "data": {}}))
+            "metadata": {"name": "creds", "namespace": "ns", "resourceVersion": rv},
+            "data": {"apiKey": base64_of(rv)}}))
         .unwrap()
     };
     w.cluster
@@ -1236,4 +1253,91 @@ async fn every_actuator_calls_failure_is_shown_and_retried_by_its_kind() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Dependencies and plugin versions
+// ---------------------------------------------------------------------------------------
+
+fn secret(data: &str) -> DynamicObject {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "ns", "resourceVersion": "1"},
+        "data": {"apiKey": base64_of(data)}}))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_missing_credentials_secret_waits_without_a_plugin_call_then_creates_with_its_data() {
+    let mut d = description();
+    d.needs_credentials = true;
+    let w = World::new(object(
+        "a",
+        100,
+        json!({"resource": {"name": "a"}, "credentialsRef": {"secretName": "creds"}}),
+    ));
+    let ctx = Context::new(
+        Arc::clone(&w.system) as Arc<dyn Actuator>,
+        d,
+        Settings::default(),
+        Arc::clone(&w.cluster) as Arc<dyn ObjectOps>,
+        Arc::new(Claims::default()),
+    );
+    let (pass, next) = reconcile_object(&w.cluster.current(), &ctx).await.unwrap();
+    assert_eq!(next, Next::Wait, "a watch on the Secret brings it back");
+    assert!(!pass.is_done());
+    assert!(w.system.calls().is_empty());
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["metadata(finalizer=true, marker=false)", "status(id=null)"]
+    );
+    assert!(
+        condition(&w.object(), "Progressing")
+            .2
+            .contains("Secret/creds")
+    );
+
+    w.cluster
+        .cached
+        .lock()
+        .unwrap()
+        .insert(("Secret".into(), "creds".into()), secret("key"));
+    let (pass, _) = reconcile_object(&w.cluster.current(), &ctx).await.unwrap();
+    assert!(pass.is_done(), "{pass:?}");
+    let writes = w.cluster.writes();
+    assert_eq!(
+        kinds(&writes)[0],
+        "guard Secret",
+        "the Secret is guarded at its first use"
+    );
+    assert_eq!(objects_writes(&writes), 3, "{:?}", kinds(&writes));
+    assert!(w.system.calls().contains(&"create".to_owned()));
+}
+
+#[tokio::test]
+async fn a_new_plugin_version_re_observes_an_up_to_date_object_once() {
+    let (versions, rx) = tokio::sync::watch::channel(0u64);
+    let w = World::new(managed("a"));
+    let ctx = Context::new(
+        Arc::clone(&w.system) as Arc<dyn Actuator>,
+        description(),
+        Settings {
+            reconcile_all: Some(rx),
+            ..Settings::default()
+        },
+        Arc::clone(&w.cluster) as Arc<dyn ObjectOps>,
+        Arc::new(Claims::default()),
+    );
+    reconcile_object(&w.cluster.current(), &ctx).await.unwrap();
+    w.system.calls();
+    reconcile_object(&w.cluster.current(), &ctx).await.unwrap();
+    assert!(w.system.calls().is_empty(), "up to date");
+    versions.send(1).unwrap();
+    reconcile_object(&w.cluster.current(), &ctx).await.unwrap();
+    assert_eq!(
+        w.system.calls(),
+        ["get-by-id", "reconcilers", "available", "observed"],
+        "the new version looks at it"
+    );
+    reconcile_object(&w.cluster.current(), &ctx).await.unwrap();
+    assert!(w.system.calls().is_empty(), "once");
 }

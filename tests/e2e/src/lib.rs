@@ -287,6 +287,15 @@ where
     }
 }
 
+/// Runs `tests/env/testenv.sh <cmd>` (e.g. `stop-pdns`, `start-apiserver`) for the outage
+/// scenarios, which break one system of the environment on purpose.
+pub fn testenv(cmd: &str) -> anyhow::Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../env/testenv.sh");
+    let status = Command::new("bash").arg(&script).arg(cmd).status()?;
+    ensure!(status.success(), "testenv.sh {cmd} failed");
+    Ok(())
+}
+
 /// A short lowercase alphanumeric suffix, unique per call (process id, clock and a counter), for
 /// object names that must not collide with earlier runs. Starts with a letter, so it can be used
 /// as or inside DNS labels and Kubernetes names.

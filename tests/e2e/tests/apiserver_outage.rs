@@ -31,15 +31,7 @@ async fn after_an_apiserver_outage_the_controllers_resume_within_seconds() -> an
     s.apply(&zone_yaml("before", &before)).await?;
     s.wait_ready(&s.zones, "before").await?;
 
-    let testenv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../env/testenv.sh");
-    let run = |cmd: &str| -> anyhow::Result<()> {
-        let status = std::process::Command::new("bash")
-            .arg(&testenv)
-            .arg(cmd)
-            .status()?;
-        anyhow::ensure!(status.success(), "testenv.sh {cmd} failed");
-        Ok(())
-    };
+    let run = orchard_e2e::testenv;
     run("stop-apiserver")?;
     let outcome = async {
         // The outage's length is the scenario, not a synchronisation.

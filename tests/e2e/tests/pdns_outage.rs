@@ -14,15 +14,7 @@ fn zone_yaml(name: &str, zone: &str) -> String {
 async fn powerdns_outage_is_transient_and_recovers_by_itself() -> anyhow::Result<()> {
     let mut s = Scenario::new("outage").await?;
     let _host = s.start_host(&[])?;
-    let testenv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../env/testenv.sh");
-    let run = |cmd: &str| -> anyhow::Result<()> {
-        let status = std::process::Command::new("bash")
-            .arg(&testenv)
-            .arg(cmd)
-            .status()?;
-        anyhow::ensure!(status.success(), "testenv.sh {cmd} failed");
-        Ok(())
-    };
+    let run = orchard_e2e::testenv;
     run("stop-pdns")?;
     let outcome = async {
         let zone = s.zone_name("outage");
