@@ -56,9 +56,15 @@ pub enum Error {
     /// Resolving, pulling or verifying the artifact failed.
     #[error(transparent)]
     Oci(#[from] oci::Error),
-    /// The component does not load or describe itself.
+    /// The component does not compile or instantiate.
     #[error("loading the component: {0}")]
-    Load(String),
+    Load(#[source] crate::runtime::Error),
+    /// The compile task itself failed (it panicked or the runtime shut down).
+    #[error("loading the component: the compile task failed: {0}")]
+    LoadTask(#[source] tokio::task::JoinError),
+    /// `describe()` failed or broke the contract (a name Kubernetes or the host refuses).
+    #[error("describe(): {0}")]
+    Describe(#[source] crate::actuator::CallError),
     /// Another Plugin serves the same kind.
     #[error("kind {kind} is already served by plugin {owner}")]
     KindConflict { kind: String, owner: String },
@@ -80,7 +86,8 @@ impl Error {
             Self::Oci(oci::Error::Signature { .. }) => "SignatureInvalid",
             Self::Oci(oci::Error::Layout { .. }) => "NotAWasmArtifact",
             Self::Oci(_) => "PullFailed",
-            Self::Load(_) => "LoadFailed",
+            Self::Load(_) | Self::LoadTask(_) => "LoadFailed",
+            Self::Describe(_) => "InvalidDescription",
             Self::KindConflict { .. } => "KindConflict",
             Self::Crd(_) => "CrdFailed",
             Self::Kube(_) => "KubernetesError",
@@ -359,15 +366,12 @@ impl Worker {
         let bytes = artifact.bytes;
         let actuator = tokio::task::spawn_blocking(move || runtime.load(&name, &bytes, config))
             .await
-            .map_err(|e| Error::Load(e.to_string()))?
-            .map_err(|e| Error::Load(e.to_string()))?;
+            .map_err(Error::LoadTask)?
+            .map_err(Error::Load)?;
         let actuator: Arc<dyn Actuator> = Arc::new(actuator);
 
         // Phase 6: describe, and claim the kind.
-        let description = actuator
-            .describe()
-            .await
-            .map_err(|e| Error::Load(e.to_string()))?;
+        let description = actuator.describe().await.map_err(Error::Describe)?;
         self.claim(&description)?;
 
         // Phase 7: install (or validate) the kind's CRD.

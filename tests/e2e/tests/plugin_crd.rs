@@ -340,3 +340,30 @@ async fn a_pull_secret_opens_a_private_registry_and_its_absence_says_why() -> an
         .await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_plugin_whose_describe_breaks_the_contract_is_refused_naming_the_rule()
+-> anyhow::Result<()> {
+    let (h, mut host, wd) = dynamic_host("plugin-bad-describe").await?;
+    let reference = format!("{}/e2e/bad-describe-{}:v1", h.env.registry, h.id);
+    let pinned = wd.push(&h.env, &plugin("orchard-fixture-bad-describe"), &reference)?;
+    let name = format!("bad-{}", h.id);
+    apply_plugin(&h, &name, json!({"reference": pinned})).await?;
+    let refused = wait_plugin(&h, &name, "False", "InvalidDescription").await?;
+    let message = ready_message(&refused);
+    assert!(
+        message.contains("rule plugin-name") && message.contains("\"Bad_Name\""),
+        "{message}"
+    );
+    assert!(
+        refused.data["status"]["kinds"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "nothing is served"
+    );
+    assert!(host.is_running(), "one bad plugin does not stop the host");
+    plugins_api(&h)
+        .delete(&name, &DeleteParams::default())
+        .await?;
+    Ok(())
+}
