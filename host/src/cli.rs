@@ -9,6 +9,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use crate::actuator::{Actuator, ManagedObject};
+use crate::app::{
+    App, AppConfig, FailPoint, LeaderElection, PluginObjects, ReconcileConfig, StaticPlugin,
+};
 use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime};
 
 /// Orchard: a Kubernetes reconcile host for WebAssembly actuators.
@@ -62,10 +65,14 @@ impl SandboxArgs {
         })
     }
 
+    /// The compiled-component cache directory (`--cache-dir`, or the default).
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        self.cache_dir.clone().or_else(CompiledCache::default_dir)
+    }
+
     /// A runtime with the configured cache.
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
-        let dir = self.cache_dir.clone().or_else(CompiledCache::default_dir);
-        Ok(Runtime::new(dir)?)
+        Ok(Runtime::new(self.cache_dir())?)
     }
 }
 
@@ -155,57 +162,18 @@ struct RunArgs {
         value_delimiter = ','
     )]
     plugins: Vec<PathBuf>,
-    /// Also serve the plugins named by `Plugin` objects (orchard.dev/v1alpha1), loaded from
-    /// OCI registries, hot-swapped when they change.
-    #[arg(long, env = "ORCHARD_WATCH_PLUGINS")]
-    watch_plugins: bool,
-    /// Serve only the Plugins matching this label selector (e.g. `tier=edge`), to share
-    /// Plugins among several hosts.
-    #[arg(long, env = "ORCHARD_PLUGIN_SELECTOR")]
-    plugin_selector: Option<String>,
-    /// How often a Plugin's tag reference is re-resolved (e.g. 5m).
-    #[arg(long, default_value = "5m", env = "ORCHARD_PLUGIN_POLL_INTERVAL")]
-    plugin_poll_interval: String,
-    /// Directory of the content-addressed cache of pulled artifacts.
-    #[arg(long, env = "ORCHARD_OCI_CACHE_DIR")]
-    oci_cache_dir: Option<PathBuf>,
-    #[command(flatten)]
-    registry: RegistryArgs,
-    /// Apply the plugins' CRDs (server-side) and wait until they are established.
+    /// Apply the plugins' CRDs (server-side) and wait until they are established; with
+    /// --watch-plugins, the Plugin CRD and the CRDs of the Plugins' kinds too.
     #[arg(long, env = "ORCHARD_INSTALL_CRDS")]
     install_crds: bool,
-    /// Reconcile only objects in this namespace; repeat for several (default: all).
-    #[arg(long = "namespace", env = "ORCHARD_NAMESPACES", value_delimiter = ',')]
-    namespaces: Vec<String>,
-    /// Resync period of objects that set no spec.resyncPeriod (e.g. 10m; 0s: never).
-    #[arg(long, default_value = "0s", env = "ORCHARD_RESYNC_PERIOD")]
-    resync_period: String,
-    /// Reconciles in flight per plugin (the apiserver and the external system, not the host,
-    /// are the limit: docs/benchmarks.md).
-    #[arg(long, default_value_t = 16, env = "ORCHARD_CONCURRENCY")]
-    concurrency: u16,
-    /// This host's name in Events.
-    #[arg(long, default_value = "orchard", env = "ORCHARD_INSTANCE")]
-    instance: String,
-    /// Test-only fail point (`abort-after-create`).
-    #[arg(long, hide = true, env = "ORCHARD_FAILPOINT")]
-    failpoint: Option<String>,
-    /// Address of the admin server (/healthz, /readyz, /metrics), e.g. 127.0.0.1:9090;
-    /// `off` (the default) starts none.
-    #[arg(long, default_value = "off", env = "ORCHARD_ADMIN_ADDR")]
-    admin_addr: String,
-    /// Reconcile only while holding the leader Lease (for several replicas).
-    #[arg(long, env = "ORCHARD_LEADER_ELECT")]
-    leader_elect: bool,
-    /// Name of the leader Lease.
-    #[arg(long, default_value = "orchard-leader", env = "ORCHARD_LEASE_NAME")]
-    lease_name: String,
-    /// Namespace of the leader Lease (in a pod: its own namespace).
-    #[arg(long, default_value = "default", env = "POD_NAMESPACE")]
-    lease_namespace: String,
-    /// Lease duration in seconds: a dead leader is replaced within it.
-    #[arg(long, default_value_t = 15, env = "ORCHARD_LEASE_SECONDS")]
-    lease_seconds: u64,
+    #[command(flatten)]
+    reconcile: ReconcileArgs,
+    #[command(flatten)]
+    plugin_objects: PluginObjectArgs,
+    #[command(flatten)]
+    admin: AdminArgs,
+    #[command(flatten)]
+    leader: LeaderArgs,
     #[command(flatten)]
     sandbox: SandboxArgs,
     // ---- bench-only (feature `bench-native`, used by bench/throughput) ----
@@ -215,6 +183,88 @@ struct RunArgs {
     #[arg(long, hide = true)]
     native_plugin: Option<String>,
     // ---- end bench-only ----
+}
+
+/// What every kind's controller shares.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Reconcile")]
+struct ReconcileArgs {
+    /// Reconcile only objects in this namespace; repeat for several (default: all).
+    #[arg(long = "namespace", env = "ORCHARD_NAMESPACES", value_delimiter = ',')]
+    namespaces: Vec<String>,
+    /// Resync period of objects that set no spec.resyncPeriod (e.g. 10m; 0s: never).
+    #[arg(long, default_value = "0s", env = "ORCHARD_RESYNC_PERIOD", value_parser = duration)]
+    resync_period: Duration,
+    /// Reconciles in flight per plugin (the apiserver and the external system, not the host,
+    /// are the limit: docs/benchmarks.md).
+    #[arg(long, default_value_t = 16, env = "ORCHARD_CONCURRENCY", value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
+    /// This host's name in Events and as the leader Lease's holder.
+    #[arg(long, default_value = "orchard", env = "ORCHARD_INSTANCE")]
+    instance: String,
+    /// Test-only fail point.
+    #[arg(long, hide = true, env = "ORCHARD_FAILPOINT", value_enum)]
+    failpoint: Option<FailPoint>,
+    /// How long reconciles in flight may take to finish after SIGTERM (e.g. 20s).
+    #[arg(long, default_value = "20s", env = "ORCHARD_DRAIN_TIMEOUT", value_parser = duration)]
+    drain_timeout: Duration,
+}
+
+/// Plugins served from `Plugin` objects.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Plugin objects")]
+struct PluginObjectArgs {
+    /// Also serve the plugins named by `Plugin` objects (orchard.dev/v1alpha1), loaded from
+    /// OCI registries, hot-swapped when they change.
+    #[arg(long, env = "ORCHARD_WATCH_PLUGINS")]
+    watch_plugins: bool,
+    /// Serve only the Plugins matching this label selector (e.g. `tier=edge`), to share
+    /// Plugins among several hosts.
+    #[arg(long, env = "ORCHARD_PLUGIN_SELECTOR")]
+    plugin_selector: Option<String>,
+    /// How often a Plugin's tag reference is re-resolved (e.g. 5m; at least 1s).
+    #[arg(long, default_value = "5m", env = "ORCHARD_PLUGIN_POLL_INTERVAL", value_parser = duration)]
+    plugin_poll_interval: Duration,
+    /// Directory of the content-addressed cache of pulled artifacts.
+    #[arg(long, env = "ORCHARD_OCI_CACHE_DIR")]
+    oci_cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// The admin server.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Admin server")]
+struct AdminArgs {
+    /// Address of the admin server (/healthz, /readyz, /metrics), e.g. 127.0.0.1:9090
+    /// (default: none).
+    #[arg(long, env = "ORCHARD_ADMIN_ADDR")]
+    admin_addr: Option<std::net::SocketAddr>,
+}
+
+/// Leader election.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Leader election")]
+struct LeaderArgs {
+    /// Reconcile only while holding the leader Lease (for several replicas).
+    #[arg(long, env = "ORCHARD_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "orchard-leader", env = "ORCHARD_LEASE_NAME")]
+    lease_name: String,
+    /// The host's namespace: the leader Lease's, and that of pull Secrets that name none
+    /// (in a pod: its own namespace).
+    #[arg(long, default_value = "default", env = "POD_NAMESPACE")]
+    lease_namespace: String,
+    /// Lease duration in seconds: a dead leader is replaced within it.
+    #[arg(long, default_value_t = 15, env = "ORCHARD_LEASE_SECONDS", value_parser = clap::value_parser!(u64).range(3..=3600))]
+    lease_seconds: u64,
+}
+
+/// A duration flag (`500ms`, `10s`, `5m`, `1h`).
+fn duration(text: &str) -> Result<Duration, String> {
+    crate::reconcile::parse_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration (e.g. 500ms, 10s, 5m, 1h)"))
 }
 
 /// Functions `orchard invoke` can call.
@@ -526,210 +576,65 @@ impl InvokeArgs {
 }
 
 impl RunArgs {
-    async fn run(self) -> anyhow::Result<()> {
-        use crate::ops::{Health, leader::Leadership, metrics};
-        use crate::reconcile::{Settings, parse_duration};
-        use std::sync::Arc;
-
-        let health = Arc::new(Health::default());
-        if self.admin_addr != "off" {
-            let addr = self
-                .admin_addr
-                .parse()
-                .with_context(|| format!("--admin-addr {:?}", self.admin_addr))?;
-            crate::ops::server::serve(addr, Arc::clone(&health))
-                .await
-                .with_context(|| format!("binding the admin server to {addr}"))?;
-        }
-
-        let runtime = self.sandbox.runtime()?;
-        let config = self.sandbox.plugin_config()?;
-        let mut plugins = Vec::new();
-        for path in &self.plugins {
-            let name = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("plugin")
-                .replace('_', "-");
-            let loaded = async {
-                // ---- bench-only (feature `bench-native`): the natively linked actuator ----
+    /// The host these flags describe.
+    fn config(self) -> anyhow::Result<AppConfig> {
+        let Self {
+            plugins,
+            install_crds,
+            reconcile,
+            plugin_objects,
+            admin,
+            leader,
+            sandbox,
+            #[cfg(feature = "bench-native")]
+            native_plugin,
+        } = self;
+        let static_plugins = plugins
+            .into_iter()
+            .map(|path| StaticPlugin {
                 #[cfg(feature = "bench-native")]
-                if name == "pdns-zone" && self.native_plugin.as_deref() == Some("pdns-zone") {
-                    let actuator: Arc<dyn Actuator> =
-                        Arc::new(crate::actuator::NativeActuator::<pdns_zone::PdnsZone>::new());
-                    let description = actuator.describe().await?;
-                    return anyhow::Ok((actuator, description));
-                }
-                // ---- end bench-only ----
-                let actuator: Arc<dyn Actuator> =
-                    Arc::new(runtime.load_file(path, None, config.clone())?);
-                let description = actuator.describe().await?;
-                anyhow::Ok((actuator, description))
-            }
-            .await;
-            match loaded {
-                Ok(plugin) => {
-                    metrics::global().plugin_loaded(&plugin.1.name);
-                    plugins.push(plugin);
-                }
-                Err(e) => {
-                    metrics::global().plugin_load_failed(&name);
-                    return Err(e.context(format!("loading plugin {}", path.display())));
-                }
-            }
-        }
-        health.set_plugins_loaded();
+                native: native_plugin.as_deref() == Some("pdns-zone"),
+                path,
+            })
+            .collect();
+        Ok(AppConfig {
+            static_plugins,
+            plugin_objects: plugin_objects.watch_plugins.then(|| PluginObjects {
+                selector: plugin_objects.plugin_selector,
+                poll_interval: plugin_objects.plugin_poll_interval,
+                insecure_registries: plugin_objects.registry.insecure,
+                oci_cache_dir: plugin_objects.oci_cache_dir.or_else(default_oci_cache_dir),
+            }),
+            compiled_cache_dir: sandbox.cache_dir(),
+            sandbox: sandbox.plugin_config()?,
+            reconcile: ReconcileConfig {
+                namespaces: reconcile.namespaces,
+                default_resync: Some(reconcile.resync_period).filter(|d| !d.is_zero()),
+                concurrency: reconcile.concurrency,
+                instance: reconcile.instance,
+                fail_point: reconcile.failpoint,
+            },
+            install_crds,
+            admin_addr: admin.admin_addr,
+            leader_election: leader.leader_elect.then(|| LeaderElection {
+                namespace: leader.lease_namespace.clone(),
+                name: leader.lease_name,
+                lease_duration: Duration::from_secs(leader.lease_seconds),
+            }),
+            host_namespace: leader.lease_namespace,
+            drain_timeout: reconcile.drain_timeout,
+        })
+    }
 
-        let client = kube::Client::try_default()
-            .await
-            .context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;
-        let default_resync = parse_duration(&self.resync_period).with_context(|| {
-            format!("--resync-period {:?} is not a duration", self.resync_period)
-        })?;
-
-        let mut leadership = None;
-        if self.leader_elect {
-            let acquire = Leadership::acquire(
-                client.clone(),
-                &self.lease_namespace,
-                &self.lease_name,
-                &self.instance,
-                Duration::from_secs(self.lease_seconds),
-            );
-            tokio::select! {
-                held = acquire => leadership = Some(held?),
-                () = shutdown_signal() => return Ok(()),
-            }
-        }
-        metrics::global().set_leader(true);
-
-        if self.install_crds {
-            for (_, description) in &plugins {
-                crate::crd::install(&client, description).await?;
-            }
-            if self.watch_plugins {
-                crate::plugin::install_crd(&client).await?;
-            }
-        }
-        let namespaces: Vec<Option<String>> = if self.namespaces.is_empty() {
-            vec![None]
-        } else {
-            self.namespaces.iter().cloned().map(Some).collect()
-        };
-        // One cache per kind for the whole host: every plugin and dependency watch shares it.
-        let caches = Arc::new(crate::reconcile::cache::Caches::default());
-        let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
-        let mut tasks = tokio::task::JoinSet::new();
-        for namespace in namespaces {
-            for (actuator, description) in &plugins {
-                let settings = Settings {
-                    namespace: namespace.clone(),
-                    default_resync: Some(default_resync).filter(|d| !d.is_zero()),
-                    concurrency: self.concurrency,
-                    abort_after_create: self.failpoint.as_deref() == Some("abort-after-create"),
-                    instance: self.instance.clone(),
-                    health: Arc::clone(&health),
-                    reconcile_all: None,
-                    caches: Arc::clone(&caches),
-                };
-                let mut rx = stop.subscribe();
-                let shutdown = async move {
-                    let _ = rx.recv().await;
-                };
-                tasks.spawn(crate::reconcile::run(
-                    client.clone(),
-                    Arc::clone(actuator),
-                    description.clone(),
-                    settings,
-                    shutdown,
-                ));
-            }
-        }
-        if self.watch_plugins {
-            let poll_interval = parse_duration(&self.plugin_poll_interval).with_context(|| {
-                format!(
-                    "--plugin-poll-interval {:?} is not a duration",
-                    self.plugin_poll_interval
-                )
-            })?;
-            let config = crate::plugin::PluginHostConfig {
-                runtime: runtime.clone(),
-                registry: crate::oci::RegistryOptions {
-                    insecure: self.registry.insecure.clone(),
-                    cache_dir: self.oci_cache_dir.clone().or_else(default_oci_cache_dir),
-                },
-                defaults: config.clone(),
-                settings: Settings {
-                    namespace: self.namespaces.first().cloned(),
-                    default_resync: Some(default_resync).filter(|d| !d.is_zero()),
-                    concurrency: self.concurrency,
-                    abort_after_create: false,
-                    instance: self.instance.clone(),
-                    health: Arc::clone(&health),
-                    reconcile_all: None,
-                    caches: Arc::clone(&caches),
-                },
-                host_namespace: self.lease_namespace.clone(),
-                poll_interval: poll_interval.max(Duration::from_secs(1)),
-                selector: self.plugin_selector.clone(),
-                install_crds: self.install_crds,
-            };
-            if self.namespaces.len() > 1 {
-                tracing::warn!(
-                    "Plugins are served in the first --namespace only (or their own spec.namespace)"
-                );
-            }
-            let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
-            let host = crate::plugin::PluginHost::new(client.clone(), config, &statics);
-            let mut rx = stop.subscribe();
-            tasks.spawn(async move {
-                host.run(async move {
-                    let _ = rx.recv().await;
-                })
-                .await;
-                Ok(())
-            });
-        }
-        tracing::info!(
-            plugins = plugins.len(),
-            watch_plugins = self.watch_plugins,
-            "orchard is running"
-        );
-        let lost = async {
-            match leadership.as_mut() {
-                Some(l) => l.lost().await,
-                None => std::future::pending().await,
-            }
-        };
-        let lost_lease = tokio::select! {
-            () = shutdown_signal() => false,
-            () = lost => true,
-        };
-        metrics::global().set_leader(false);
-        if lost_lease {
-            // Another host may already reconcile: stop now rather than finish in-flight work.
-            anyhow::bail!(
-                "lost the leader lease {}/{}; exiting",
-                self.lease_namespace,
-                self.lease_name
-            );
-        }
-        tracing::info!("shutting down: finishing in-flight reconciles");
-        let _ = stop.send(());
-        let drained = async {
-            while let Some(done) = tasks.join_next().await {
-                done.context("controller task panicked")??;
-            }
-            anyhow::Ok(())
-        };
-        match tokio::time::timeout(Duration::from_secs(20), drained).await {
-            Ok(result) => result?,
-            Err(_) => tracing::warn!("in-flight reconciles did not finish within 20 s"),
-        }
-        if let Some(leadership) = leadership {
-            leadership.release().await;
-        }
-        Ok(())
+    async fn run(self) -> anyhow::Result<()> {
+        let app = App::new(self.config()?);
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            on_signal.cancel();
+        });
+        Ok(app.run(shutdown).await?)
     }
 }
 

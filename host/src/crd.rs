@@ -185,6 +185,13 @@ pub enum InstallError {
     /// It did not become Established in time.
     #[error("CRD {name} was not established within {seconds} s")]
     NotEstablished { name: String, seconds: u64 },
+    /// A typed CRD could not be encoded as JSON.
+    #[error("encoding CRD {name}: {source}")]
+    Encode {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Applies the CRD of `d` (server-side, field manager `orchard.dev/crds`) and waits until it

@@ -4,14 +4,23 @@
 //! dependencies and retries; *actuators* — sandboxed WebAssembly components implementing
 //! `wit/actuator.wit` — own everything specific to one kind of external resource.
 //!
-//! - [`actuator`]: the contract as an async Rust trait, and its values;
-//! - [`runtime`]: the wasmtime sandbox that turns a component into an [`actuator::Actuator`];
-//! - [`oci`]: plugins as OCI artifacts (pull, push, cache, cosign verification);
+//! Modules, dependencies pointing down the list (`docs/architecture.md` has the map):
+//! - [`cli`]: the `orchard` command line — flags into typed configuration, nothing more;
+//! - [`app`]: the host as a library type ([`app::App`]): wiring, shutdown, drain;
 //! - [`plugin`]: the `Plugin` CRD and the controller that hot-loads plugins from it;
-//! - [`cli`]: the `orchard` command line.
+//! - [`reconcile`]: the generic reconciler (ORC's flow), one controller per kind;
+//! - [`crd`]: the CRD of a plugin's kind, and its installation;
+//! - [`conditions`]: status conditions, one rule for their transition time;
+//! - [`oci`]: plugins as OCI artifacts (pull, push, cache, cosign verification);
+//! - [`runtime`]: the wasmtime sandbox that turns a component into an [`actuator::Actuator`];
+//! - [`actuator`]: the contract as an async Rust trait, its values, and the one validated
+//!   boundary every plugin output passes;
+//! - [`ops`]: health, metrics, the admin server, leader election.
 
 pub mod actuator;
+pub mod app;
 pub mod cli;
+pub mod conditions;
 pub mod crd;
 pub mod oci;
 pub mod ops;

@@ -1,13 +1,27 @@
 //! The `Plugin` kind (`orchard.dev/v1alpha1`, cluster-scoped): a plugin loaded from an OCI
-//! artifact by a running host, and the controller that serves it ([`controller`]).
+//! artifact by a running host, and the controller that serves it.
+//!
+//! Modules, dependencies pointing down the list:
+//! - [`host`]: watches Plugins and gives each its worker;
+//! - [`worker`]: one Plugin — the phases of its sync, hot swap, stop;
+//! - [`kind_claims`]: which plugin serves which kind;
+//! - [`pull_secret`]: registry credentials from a Plugin's pull Secret;
+//! - [`status`]: the Plugin's `Ready` condition, digest and kinds;
+//! - `error`: why a version is not served (its reason is the condition's).
 
-pub mod controller;
+mod error;
+pub mod host;
+pub mod kind_claims;
+pub mod pull_secret;
+pub mod status;
+pub mod worker;
 
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use controller::{PluginHost, PluginHostConfig};
+pub use error::Error;
+pub use host::{PluginHost, PluginHostConfig};
 
 /// A plugin served by the host: where its artifact is, how it is verified, what it may do.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -131,10 +145,9 @@ pub fn crd()
 
 /// Applies the `Plugin` CRD (server-side) and waits until it is established.
 pub async fn install_crd(client: &kube::Client) -> Result<(), crate::crd::InstallError> {
-    crate::crd::apply_crd(
-        client,
-        &serde_json::to_value(crd()).unwrap_or_default(),
-        true,
-    )
-    .await
+    let crd = serde_json::to_value(crd()).map_err(|source| crate::crd::InstallError::Encode {
+        name: "plugins.orchard.dev".to_owned(),
+        source,
+    })?;
+    crate::crd::apply_crd(client, &crd, true).await
 }

@@ -299,20 +299,17 @@ pub async fn discover_kinds(
     Ok(kinds)
 }
 
-/// Runs the controller of one plugin until `shutdown` resolves.
+/// Runs the controller of one plugin until `shutdown` is cancelled; reconciles in flight
+/// finish first.
 pub async fn run(
     client: Client,
     actuator: Arc<dyn Actuator>,
     description: Description,
     settings: Settings,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let stop = CancellationToken::new();
-    let cancel = stop.clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        cancel.cancel();
-    });
+    // The controller's own token: its guards stop with it, not with the whole host.
+    let stop = shutdown.child_token();
     let resource = crate::crd::api_resource(&description);
     let names = Names::new(&description.name);
     let kinds = discover_kinds(&client, &description).await?;

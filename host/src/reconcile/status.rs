@@ -68,14 +68,7 @@ impl Pass {
     }
 }
 
-/// One condition, as in `metav1.Condition`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Condition {
-    pub type_: &'static str,
-    pub status: &'static str,
-    pub reason: String,
-    pub message: String,
-}
+pub use crate::conditions::Condition;
 
 /// Progressing and Available for a pass (ORC's rules).
 pub fn conditions(pass: &Pass, has_id: bool) -> [Condition; 2] {
@@ -126,40 +119,15 @@ pub fn conditions(pass: &Pass, has_id: bool) -> [Condition; 2] {
     [available, progressing]
 }
 
-/// The conditions as JSON, keeping `lastTransitionTime` of those that did not change (so that
-/// rewriting an unchanged status causes no watch event).
+/// The conditions as JSON over the object's `existing` ones ([`crate::conditions`]'s rule
+/// for `lastTransitionTime`).
 pub fn conditions_json(
     conds: &[Condition],
     existing: &Value,
     generation: i64,
     now: Timestamp,
 ) -> Value {
-    let old = existing.as_array().cloned().unwrap_or_default();
-    Value::Array(
-        conds
-            .iter()
-            .map(|c| {
-                let previous = old.iter().find(|o| o["type"] == c.type_);
-                let unchanged = previous.is_some_and(|p| {
-                    p["status"] == c.status
-                        && p["reason"] == c.reason.as_str()
-                        && p["message"] == c.message.as_str()
-                });
-                let since = match previous {
-                    Some(p) if unchanged => p["lastTransitionTime"].clone(),
-                    _ => json!(now.to_string()),
-                };
-                json!({
-                    "type": c.type_,
-                    "status": c.status,
-                    "reason": c.reason,
-                    "message": truncate(&c.message, MAX_CONDITION_MESSAGE),
-                    "lastTransitionTime": since,
-                    "observedGeneration": generation,
-                })
-            })
-            .collect(),
-    )
+    crate::conditions::to_json(conds, existing, Some(generation), now)
 }
 
 impl StatusId {
@@ -176,13 +144,6 @@ impl StatusId {
     pub fn recorded(&self, old: &Value) -> bool {
         self.after(old).is_some()
     }
-}
-
-/// Longest condition message the CRD accepts.
-pub const MAX_CONDITION_MESSAGE: usize = 32768;
-
-fn truncate(s: &str, max: usize) -> String {
-    super::ops::truncate(s, max)
 }
 
 /// The body of the status apply for `pass` over the object's `old` status; `None` when it

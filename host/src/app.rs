@@ -1,0 +1,447 @@
+//! The host as a library type. [`App`] wires the admin server, the static plugins, leader
+//! election, CRD installation, the kinds' controllers and the Plugin host, and drains them on
+//! shutdown. `orchard run` builds an [`AppConfig`] from its flags (`cli.rs`); tests start an
+//! `App` in-process against a test apiserver and stop it with its [`CancellationToken`].
+//!
+//! Phases of [`App::run`], in order:
+//! 1. **admin** — bind the admin server (`/healthz`, `/readyz`, `/metrics`), when configured;
+//! 2. **load** — load every static plugin and call its `describe()`; a failure stops the host;
+//! 3. **connect** — the Kubernetes client (the one given, else KUBECONFIG / in-cluster);
+//! 4. **lead** — acquire the leader Lease, when configured (a shutdown while waiting ends
+//!    cleanly);
+//! 5. **install** — the plugins' CRDs (and the Plugin CRD when Plugins are watched), when
+//!    configured;
+//! 6. **serve** — one controller per (namespace, static plugin), and the Plugin host;
+//! 7. **wait** — for the shutdown token or a lost Lease;
+//! 8. **drain** — cancel every controller, let reconciles in flight finish (at most
+//!    [`AppConfig::drain_timeout`]), release the Lease.
+//!
+//! Contract: a lost Lease MUST end the host at once with [`Error::LostLease`] — another
+//! replica may already reconcile — without waiting for reconciles in flight.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::actuator::{Actuator, CallError, Description};
+use crate::ops::{Health, leader::Leadership, metrics};
+use crate::reconcile::{Settings, cache::Caches};
+use crate::runtime::{PluginConfig, Runtime};
+
+/// Why the host stopped, or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The admin server could not bind its address.
+    #[error("binding the admin server to {addr}: {source}")]
+    Admin {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Wasm runtime could not be set up, or a static plugin did not load.
+    #[error("loading plugin {path}: {source}")]
+    Load {
+        path: PathBuf,
+        #[source]
+        source: crate::runtime::Error,
+    },
+    /// A static plugin's `describe()` failed or broke the contract.
+    #[error("loading plugin {path}: {source}")]
+    Describe {
+        path: PathBuf,
+        #[source]
+        source: CallError,
+    },
+    /// The Wasm runtime could not be set up.
+    #[error(transparent)]
+    Runtime(crate::runtime::Error),
+    /// No Kubernetes client could be built.
+    #[error("connecting to Kubernetes (KUBECONFIG or in-cluster): {0}")]
+    Connect(#[source] kube::Error),
+    /// Leader election failed.
+    #[error(transparent)]
+    Leader(#[from] crate::ops::leader::Error),
+    /// A CRD could not be installed.
+    #[error(transparent)]
+    Crd(#[from] crate::crd::InstallError),
+    /// A kind's controller could not start (e.g. a dependency kind is not served).
+    #[error(transparent)]
+    Controller(#[from] crate::reconcile::Error),
+    /// A controller task panicked.
+    #[error("a controller task panicked: {0}")]
+    Panicked(#[source] tokio::task::JoinError),
+    /// Another replica holds the leader Lease now.
+    #[error("lost the leader lease {namespace}/{name}; exiting")]
+    LostLease { namespace: String, name: String },
+}
+
+/// A plugin served from a file (`orchard run --plugin`).
+#[derive(Debug, Clone)]
+pub struct StaticPlugin {
+    /// The component (.wasm); the plugin's name is its file stem.
+    pub path: PathBuf,
+    /// Bench only (feature `bench-native`): serve `pdns-zone` with the same actuator linked
+    /// into the host instead of its component.
+    #[cfg(feature = "bench-native")]
+    pub native: bool,
+}
+
+/// What every kind's controller shares.
+#[derive(Debug, Clone)]
+pub struct ReconcileConfig {
+    /// Only these namespaces (all when empty).
+    pub namespaces: Vec<String>,
+    /// Resync period of objects that set none (`None`: no resync).
+    pub default_resync: Option<Duration>,
+    /// Reconciles in flight per plugin.
+    pub concurrency: u16,
+    /// This host's name in Events and as the Lease holder.
+    pub instance: String,
+    /// Test-only fail point.
+    pub fail_point: Option<FailPoint>,
+}
+
+/// Test-only fail points (`--failpoint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailPoint {
+    /// Abort the process right after a successful create, before `status.id` is written
+    /// (proves that adoption prevents a leak).
+    AbortAfterCreate,
+}
+
+/// Plugins served from `Plugin` objects (`--watch-plugins`).
+#[derive(Debug, Clone)]
+pub struct PluginObjects {
+    /// Serve only the Plugins matching this label selector.
+    pub selector: Option<String>,
+    /// How often a tag reference is re-resolved (at least 1 s).
+    pub poll_interval: Duration,
+    /// Registries reached over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// The content-addressed cache of pulled artifacts.
+    pub oci_cache_dir: Option<PathBuf>,
+}
+
+/// Leader election (`--leader-elect`).
+#[derive(Debug, Clone)]
+pub struct LeaderElection {
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Name of the Lease.
+    pub name: String,
+    /// A dead leader is replaced within this.
+    pub lease_duration: Duration,
+}
+
+/// Everything [`App`] needs; `orchard run`'s flags build one.
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    /// Plugins served from files.
+    pub static_plugins: Vec<StaticPlugin>,
+    /// Plugins served from `Plugin` objects, if any.
+    pub plugin_objects: Option<PluginObjects>,
+    /// The sandbox of static plugins, and the defaults of Plugin objects.
+    pub sandbox: PluginConfig,
+    /// The compiled-component cache (`None`: no cache).
+    pub compiled_cache_dir: Option<PathBuf>,
+    /// The controllers' settings.
+    pub reconcile: ReconcileConfig,
+    /// Apply the CRDs of the plugins (and of the Plugin kind when watched).
+    pub install_crds: bool,
+    /// Address of the admin server, if any.
+    pub admin_addr: Option<SocketAddr>,
+    /// Reconcile only while holding this Lease.
+    pub leader_election: Option<LeaderElection>,
+    /// The host's own namespace: pull Secrets that name none are read from it.
+    pub host_namespace: String,
+    /// How long reconciles in flight may take to finish after shutdown.
+    pub drain_timeout: Duration,
+}
+
+/// A configured host, not yet running.
+pub struct App {
+    config: AppConfig,
+    client: Option<kube::Client>,
+    health: Arc<Health>,
+}
+
+impl App {
+    /// A host with `config`; it connects to the cluster of KUBECONFIG / in-cluster config
+    /// unless [`App::with_client`] gives it a client.
+    pub fn new(config: AppConfig) -> Self {
+        Self {
+            config,
+            client: None,
+            health: Arc::default(),
+        }
+    }
+
+    /// Uses `client` instead of connecting itself.
+    #[must_use]
+    pub fn with_client(mut self, client: kube::Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// The host's readiness, as `/readyz` reports it.
+    pub fn health(&self) -> Arc<Health> {
+        Arc::clone(&self.health)
+    }
+
+    /// Runs the phases of the module docs until `shutdown` is cancelled (or the Lease is
+    /// lost), then drains.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let Self {
+            config,
+            client,
+            health,
+        } = self;
+
+        // Phase 1: admin.
+        if let Some(addr) = config.admin_addr {
+            crate::ops::server::serve(addr, Arc::clone(&health))
+                .await
+                .map_err(|source| Error::Admin { addr, source })?;
+        }
+
+        // Phase 2: load.
+        let runtime = Runtime::new(config.compiled_cache_dir.clone()).map_err(Error::Runtime)?;
+        let mut plugins = Vec::with_capacity(config.static_plugins.len());
+        for plugin in &config.static_plugins {
+            let loaded = load(&runtime, plugin, &config.sandbox).await;
+            match loaded {
+                Ok(loaded) => {
+                    metrics::global().plugin_loaded(&loaded.1.name);
+                    plugins.push(loaded);
+                }
+                Err(e) => {
+                    metrics::global().plugin_load_failed(&stem(&plugin.path));
+                    return Err(e);
+                }
+            }
+        }
+        health.set_plugins_loaded();
+
+        // Phase 3: connect (rustls has two providers compiled in: pick kube's, ring).
+        crate::oci::ensure_crypto_provider();
+        let client = match client {
+            Some(client) => client,
+            None => kube::Client::try_default().await.map_err(Error::Connect)?,
+        };
+
+        // Phase 4: lead.
+        let mut leadership = None;
+        if let Some(lease) = &config.leader_election {
+            let acquire = Leadership::acquire(
+                client.clone(),
+                &lease.namespace,
+                &lease.name,
+                &config.reconcile.instance,
+                lease.lease_duration,
+            );
+            tokio::select! {
+                held = acquire => leadership = Some(held?),
+                () = shutdown.cancelled() => return Ok(()),
+            }
+        }
+        metrics::global().set_leader(true);
+
+        // Phase 5: install.
+        if config.install_crds {
+            for (_, description) in &plugins {
+                crate::crd::install(&client, description).await?;
+            }
+            if config.plugin_objects.is_some() {
+                crate::plugin::install_crd(&client).await?;
+            }
+        }
+
+        // Phase 6: serve.
+        let base = config.reconcile.settings(&health);
+        let stop = shutdown.child_token();
+        let mut tasks = tokio::task::JoinSet::new();
+        for namespace in config.reconcile.scopes() {
+            for (actuator, description) in &plugins {
+                let settings = Settings {
+                    namespace: namespace.clone(),
+                    ..base.clone()
+                };
+                tasks.spawn(crate::reconcile::run(
+                    client.clone(),
+                    Arc::clone(actuator),
+                    description.clone(),
+                    settings,
+                    stop.clone(),
+                ));
+            }
+        }
+        if let Some(objects) = &config.plugin_objects {
+            if config.reconcile.namespaces.len() > 1 {
+                tracing::warn!(
+                    "Plugins are served in the first --namespace only (or their own spec.namespace)"
+                );
+            }
+            let host_config = crate::plugin::PluginHostConfig {
+                runtime: runtime.clone(),
+                registry: crate::oci::RegistryOptions {
+                    insecure: objects.insecure_registries.clone(),
+                    cache_dir: objects.oci_cache_dir.clone(),
+                },
+                defaults: config.sandbox.clone(),
+                settings: Settings {
+                    namespace: config.reconcile.namespaces.first().cloned(),
+                    // The fail point is for static plugins' scenarios only.
+                    abort_after_create: false,
+                    ..base.clone()
+                },
+                host_namespace: config.host_namespace.clone(),
+                poll_interval: objects.poll_interval.max(Duration::from_secs(1)),
+                selector: objects.selector.clone(),
+                install_crds: config.install_crds,
+            };
+            let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
+            let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);
+            let stop = stop.clone();
+            tasks.spawn(async move {
+                host.run(stop).await;
+                Ok(())
+            });
+        }
+        tracing::info!(
+            plugins = plugins.len(),
+            watch_plugins = config.plugin_objects.is_some(),
+            "orchard is running"
+        );
+
+        // Phase 7: wait.
+        let lost = async {
+            match leadership.as_mut() {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let lost_lease = tokio::select! {
+            () = shutdown.cancelled() => false,
+            () = lost => true,
+            // A controller that ends on its own (e.g. a dependency kind that is not served)
+            // stops the host with its error.
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                stop.cancel();
+                done.map_err(Error::Panicked)??;
+                false
+            }
+        };
+        metrics::global().set_leader(false);
+        if lost_lease {
+            stop.cancel();
+            let lease = config
+                .leader_election
+                .as_ref()
+                .map(|l| (l.namespace.clone(), l.name.clone()))
+                .unwrap_or_default();
+            return Err(Error::LostLease {
+                namespace: lease.0,
+                name: lease.1,
+            });
+        }
+
+        // Phase 8: drain.
+        tracing::info!("shutting down: finishing in-flight reconciles");
+        stop.cancel();
+        let drained = async {
+            while let Some(done) = tasks.join_next().await {
+                done.map_err(Error::Panicked)??;
+            }
+            Ok::<(), Error>(())
+        };
+        match tokio::time::timeout(config.drain_timeout, drained).await {
+            Ok(result) => result?,
+            Err(_) => tracing::warn!(
+                timeout_s = config.drain_timeout.as_secs(),
+                "in-flight reconciles did not finish in time"
+            ),
+        }
+        if let Some(leadership) = leadership {
+            leadership.release().await;
+        }
+        Ok(())
+    }
+}
+
+impl ReconcileConfig {
+    /// The settings every controller starts from: the one place they are built.
+    pub fn settings(&self, health: &Arc<Health>) -> Settings {
+        Settings {
+            namespace: None,
+            default_resync: self.default_resync.filter(|d| !d.is_zero()),
+            concurrency: self.concurrency,
+            abort_after_create: self.fail_point == Some(FailPoint::AbortAfterCreate),
+            instance: self.instance.clone(),
+            health: Arc::clone(health),
+            reconcile_all: None,
+            // One cache per kind for the whole host: every plugin and dependency watch
+            // shares it.
+            caches: Arc::new(Caches::default()),
+        }
+    }
+
+    /// The namespaces controllers watch: each configured one, or all (`None`).
+    fn scopes(&self) -> Vec<Option<String>> {
+        if self.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
+        }
+    }
+}
+
+/// The plugin name a file gives (its stem, `_` as `-`).
+fn stem(path: &std::path::Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin")
+        .replace('_', "-")
+}
+
+/// Loads a static plugin and asks what it manages.
+async fn load(
+    runtime: &Runtime,
+    plugin: &StaticPlugin,
+    sandbox: &PluginConfig,
+) -> Result<(Arc<dyn Actuator>, Description), Error> {
+    let path = &plugin.path;
+    // ---- bench-only (feature `bench-native`): the natively linked actuator ----
+    #[cfg(feature = "bench-native")]
+    if plugin.native && stem(path) == "pdns-zone" {
+        let actuator: Arc<dyn Actuator> =
+            Arc::new(crate::actuator::NativeActuator::<pdns_zone::PdnsZone>::new());
+        let description = actuator
+            .describe()
+            .await
+            .map_err(|source| Error::Describe {
+                path: path.clone(),
+                source,
+            })?;
+        return Ok((actuator, description));
+    }
+    // ---- end bench-only ----
+    let actuator: Arc<dyn Actuator> = Arc::new(
+        runtime
+            .load_file(path, None, sandbox.clone())
+            .map_err(|source| Error::Load {
+                path: path.clone(),
+                source,
+            })?,
+    );
+    let description = actuator
+        .describe()
+        .await
+        .map_err(|source| Error::Describe {
+            path: path.clone(),
+            source,
+        })?;
+    Ok((actuator, description))
+}

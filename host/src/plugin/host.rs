@@ -1,0 +1,161 @@
+//! The Plugin host: watches `Plugin` objects and gives each its [`Worker`], which serves it.
+//!
+//! Contract:
+//! - every Plugin the watch shows (matching the selector) MUST have exactly one worker;
+//! - a Plugin deleted — or gone from a re-list after the watch was down — MUST have its worker
+//!   stop serving (its objects, finalizers and external resources stay);
+//! - on shutdown every worker stops its kind's controller, letting reconciles in flight finish.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Plugin;
+use super::kind_claims::KindClaims;
+use super::worker::Worker;
+use crate::actuator::Description;
+use crate::oci::{Registry, RegistryOptions};
+use crate::reconcile::Settings;
+use crate::runtime::{PluginConfig, Runtime};
+
+/// Host-wide settings of dynamically loaded plugins.
+#[derive(Clone)]
+pub struct PluginHostConfig {
+    /// The Wasm runtime the components load into.
+    pub runtime: Runtime,
+    /// Registries reached over HTTP, and the content cache.
+    pub registry: RegistryOptions,
+    /// Sandbox defaults (a Plugin's `limits` override them; its `allowedHosts` replace them).
+    pub defaults: PluginConfig,
+    /// Settings of the kinds' controllers (namespace, resync, concurrency…).
+    pub settings: Settings,
+    /// Namespace of pull Secrets that name none (the host's own).
+    pub host_namespace: String,
+    /// How often a tag reference is re-resolved.
+    pub poll_interval: Duration,
+    /// Serve only Plugins matching this label selector.
+    pub selector: Option<String>,
+    /// Install the CRDs of the Plugins' kinds (otherwise only check they are installed).
+    pub install_crds: bool,
+}
+
+/// Serves the kinds of `Plugin` objects.
+pub struct PluginHost {
+    client: Client,
+    config: Arc<PluginHostConfig>,
+    registry: Arc<Registry>,
+    claims: Arc<KindClaims>,
+}
+
+/// The spec channel of one Plugin's worker (`None`: the Plugin is gone).
+type SpecSender = watch::Sender<Option<Arc<Plugin>>>;
+
+impl PluginHost {
+    /// A host of Plugins; `static_kinds` are served by `--plugin` flags and cannot be claimed.
+    pub fn new(client: Client, config: PluginHostConfig, static_kinds: &[Description]) -> Self {
+        let registry = Arc::new(Registry::new(config.registry.clone()));
+        let claims = KindClaims::with_static(
+            static_kinds
+                .iter()
+                .map(|d| (crate::crd::crd_name(d), d.name.as_str())),
+        );
+        Self {
+            client,
+            config: Arc::new(config),
+            registry,
+            claims: Arc::new(claims),
+        }
+    }
+
+    /// Watches Plugins until `shutdown` is cancelled, then waits for every worker to stop
+    /// its kind's controller.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let api: Api<Plugin> = Api::all(self.client.clone());
+        let mut watch_config = watcher::Config::default();
+        if let Some(selector) = &self.config.selector {
+            watch_config = watch_config.labels(selector);
+        }
+        let events = watcher::watcher(api, watch_config).default_backoff();
+        let mut events = std::pin::pin!(events);
+        let mut workers: HashMap<String, SpecSender> = HashMap::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut listed: Option<HashSet<String>> = None;
+        // The workers' token: cancelled on shutdown, and when the watch itself ends.
+        let stop = shutdown.child_token();
+        loop {
+            let event = tokio::select! {
+                () = shutdown.cancelled() => break,
+                event = events.next() => event,
+            };
+            let event = match event {
+                None => break,
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "watching Plugins failed; retrying");
+                    continue;
+                }
+                Some(Ok(event)) => event,
+            };
+            let mut apply = |plugin: Plugin| {
+                let name = plugin.name_any();
+                let plugin = Some(Arc::new(plugin));
+                // A worker that ended (its Plugin was deleted) is replaced by a new one.
+                match workers.get(&name).filter(|tx| !tx.is_closed()) {
+                    Some(tx) => {
+                        tx.send_replace(plugin);
+                    }
+                    None => {
+                        let (tx, rx) = watch::channel(plugin);
+                        workers.insert(name.clone(), tx);
+                        let worker = Worker::new(
+                            name,
+                            self.client.clone(),
+                            Arc::clone(&self.config),
+                            Arc::clone(&self.registry),
+                            Arc::clone(&self.claims),
+                        );
+                        tasks.spawn(worker.run(rx, stop.clone()));
+                    }
+                }
+            };
+            match event {
+                Event::Init => listed = Some(HashSet::new()),
+                Event::InitApply(plugin) => {
+                    if let Some(listed) = listed.as_mut() {
+                        listed.insert(plugin.name_any());
+                    }
+                    apply(plugin);
+                }
+                Event::InitDone => {
+                    // A re-list: Plugins deleted while the watch was down are gone from it.
+                    if let Some(listed) = listed.take() {
+                        workers.retain(|name, tx| {
+                            let keep = listed.contains(name);
+                            if !keep {
+                                tx.send_replace(None);
+                            }
+                            keep
+                        });
+                    }
+                }
+                Event::Apply(plugin) => apply(plugin),
+                Event::Delete(plugin) => {
+                    // The worker stops serving and ends; a Plugin of the same name created
+                    // later gets a new worker.
+                    if let Some(tx) = workers.remove(&plugin.name_any()) {
+                        tx.send_replace(None);
+                    }
+                }
+            }
+        }
+        stop.cancel();
+        while tasks.join_next().await.is_some() {}
+    }
+}

@@ -1,0 +1,443 @@
+//! The worker of one Plugin: runs the phases of [`Worker::sync`] whenever the Plugin's spec
+//! changes, after a failure (with backoff), and every poll interval for a tag reference.
+//!
+//! Contract:
+//! - a Plugin is served only from an artifact whose every digest verified and, when
+//!   `spec.source.verification` is set, whose cosign signature verified with that key;
+//! - a new digest (or new limits) MUST replace the served version without dropping a reconcile
+//!   in flight (the [`ActuatorSlot`] swaps; the kind's controller keeps running) — unless the
+//!   kind, the plugin's name or its dependencies change, which restarts that controller;
+//! - a version that fails (pull, digest, signature, compile, describe, CRD) MUST leave the
+//!   previous good version serving, and say why in `Ready=False`;
+//! - deleting a Plugin MUST stop its controller and leave its objects, their finalizers and the
+//!   external resources as they are, for when it returns;
+//! - a kind is served by one plugin at a time ([`KindClaims`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::host::PluginHostConfig;
+use super::kind_claims::KindClaims;
+use super::status::{self, Report};
+use super::{Error, Plugin, PluginSpec};
+use crate::actuator::{Actuator, ActuatorSlot, Description};
+use crate::oci::verify::SignatureKey;
+use crate::oci::{self, Registry};
+use crate::ops::metrics;
+use crate::reconcile::backoff::Backoff;
+use crate::runtime::{EgressPolicy, Limits, PluginConfig};
+
+/// Retries of a failed version: 1 s doubling to 60 s.
+const RETRY_MIN: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// How long reconciles in flight may take to finish when a kind's controller stops.
+const DRAIN: Duration = Duration::from_secs(20);
+
+/// One version of a plugin being served.
+struct Serving {
+    digest: String,
+    pinned: String,
+    /// The spec fields the loaded version depends on.
+    spec_key: String,
+    description: Description,
+    slot: Arc<ActuatorSlot>,
+    /// Bumped after a swap: the kind's controller reconciles every object again.
+    rerun: watch::Sender<u64>,
+    /// The kind's controller's token.
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The controller-level identity of a description: a change restarts the kind's controller.
+fn controller_shape(d: &Description, spec: &PluginSpec) -> Value {
+    json!([
+        d.name,
+        d.group,
+        d.version,
+        d.kind,
+        d.plural,
+        d.needs_credentials,
+        d.dependencies
+            .iter()
+            .map(|dep| json!([
+                dep.name,
+                dep.field,
+                dep.kind,
+                dep.for_create,
+                dep.for_delete,
+                dep.guard_deletion
+            ]))
+            .collect::<Vec<_>>(),
+        spec.namespace,
+        spec.limits.concurrency
+    ])
+}
+
+/// The worker of one Plugin.
+pub struct Worker {
+    name: String,
+    client: kube::Client,
+    config: Arc<PluginHostConfig>,
+    registry: Arc<Registry>,
+    claims: Arc<KindClaims>,
+    serving: Option<Serving>,
+    /// The controller of the kind stops (drains) on this token's cancellation.
+    stop: CancellationToken,
+}
+
+impl Worker {
+    /// The worker of the Plugin `name`.
+    pub fn new(
+        name: String,
+        client: kube::Client,
+        config: Arc<PluginHostConfig>,
+        registry: Arc<Registry>,
+        claims: Arc<KindClaims>,
+    ) -> Self {
+        Self {
+            name,
+            client,
+            config,
+            registry,
+            claims,
+            serving: None,
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// Serves the Plugin `spec` says until it is `None` (deleted) or `shutdown` is
+    /// cancelled; then stops the kind's controller, letting reconciles in flight finish.
+    pub async fn run(
+        mut self,
+        mut spec: watch::Receiver<Option<Arc<Plugin>>>,
+        shutdown: CancellationToken,
+    ) {
+        self.stop = shutdown.child_token();
+        let backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
+        loop {
+            let current = spec.borrow_and_update().clone();
+            let Some(plugin) = current else {
+                self.stop_serving("the Plugin was deleted").await;
+                return;
+            };
+            let next = match self.sync(&plugin).await {
+                Ok(()) => {
+                    backoff.reset(&self.name);
+                    let by_digest = oci::parse_reference(&plugin.spec.source.reference)
+                        .is_ok_and(|r| r.digest().is_some());
+                    (!by_digest).then_some(self.config.poll_interval)
+                }
+                Err(e) => {
+                    metrics::global().plugin_load_failed(&self.name);
+                    tracing::warn!(plugin = %self.name, reason = e.reason(), error = %e, "plugin not served");
+                    self.report_failure(&plugin, &e).await;
+                    Some(backoff.next(&self.name))
+                }
+            };
+            let wait = async {
+                match next {
+                    Some(delay) => tokio::time::sleep(delay).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let host_stops = tokio::select! {
+                changed = spec.changed() => changed.is_err(),
+                () = wait => false,
+                () = shutdown.cancelled() => true,
+            };
+            if host_stops {
+                self.stop_serving("the host is shutting down").await;
+                return;
+            }
+        }
+    }
+
+    /// Brings the served version in line with the Plugin's spec: the phases in order.
+    async fn sync(&mut self, plugin: &Plugin) -> Result<(), Error> {
+        let spec = &plugin.spec;
+        let reference = spec.source.reference.as_str();
+        let spec_key = serde_json::to_string(&(
+            &spec.allowed_hosts,
+            &spec.limits,
+            &spec.namespace,
+            &spec.source.verification,
+        ))
+        // Cannot fail: plain structs, strings and numbers (no map with non-string keys).
+        .unwrap_or_default();
+
+        // Phase 1: credentials.
+        let auth =
+            super::pull_secret::credentials(&self.client, plugin, &self.config.host_namespace)
+                .await?;
+
+        // Phase 2: resolve the reference to a manifest digest.
+        let digest = self.registry.resolve(reference, &auth).await?;
+        if let Some(serving) = &self.serving
+            && serving.digest == digest
+            && serving.spec_key == spec_key
+        {
+            return self.report_ready(plugin).await;
+        }
+
+        // Phase 3: pull (every digest verified; cached by digest).
+        let pinned = oci::parse_reference(reference)?
+            .clone_with_digest(digest.clone())
+            .whole();
+        let artifact = self.registry.pull(&pinned, &auth).await?;
+        tracing::info!(plugin = %self.name, pinned = %artifact.pinned, from_cache = artifact.from_cache, "plugin pulled");
+
+        // Phase 4: verify the signature, when required.
+        if let Some(verification) = &spec.source.verification {
+            let key =
+                SignatureKey::from_pem(verification.public_key.as_bytes()).map_err(|message| {
+                    Error::Spec {
+                        field: "spec.source.verification.publicKey",
+                        message,
+                    }
+                })?;
+            key.verify(&artifact.pinned, &auth, &self.registry.options().insecure)
+                .await?;
+        }
+
+        // Phase 5: compile (off the async threads: a Python component takes seconds).
+        let config = sandbox(spec, &self.config.defaults)?;
+        let runtime = self.config.runtime.clone();
+        let name = self.name.clone();
+        let bytes = artifact.bytes;
+        let actuator = tokio::task::spawn_blocking(move || runtime.load(&name, &bytes, config))
+            .await
+            .map_err(Error::LoadTask)?
+            .map_err(Error::Load)?;
+        let actuator: Arc<dyn Actuator> = Arc::new(actuator);
+
+        // Phase 6: describe, and claim the kind.
+        let description = actuator.describe().await.map_err(Error::Describe)?;
+        self.claims
+            .claim(&crate::crd::crd_name(&description), &self.name)?;
+
+        // Phase 7: install (or validate) the kind's CRD.
+        crate::crd::ensure(&self.client, &description, self.config.install_crds).await?;
+
+        // Phase 8: serve — swap in place, or (re)start the kind's controller.
+        let shape = controller_shape(&description, spec);
+        match self.serving.take() {
+            Some(mut serving)
+                if controller_shape(&serving.description, spec) == shape
+                    && !serving.task.is_finished() =>
+            {
+                serving.slot.swap(actuator);
+                serving.rerun.send_modify(|n| *n += 1);
+                tracing::info!(plugin = %self.name, from = %serving.digest, to = %digest, "plugin swapped");
+                serving.digest = digest;
+                serving.pinned = artifact.pinned;
+                serving.spec_key = spec_key;
+                serving.description = description;
+                self.serving = Some(serving);
+            }
+            previous => {
+                if let Some(previous) = previous {
+                    let old = crate::crd::crd_name(&previous.description);
+                    previous.shutdown().await;
+                    if old != crate::crd::crd_name(&description) {
+                        self.claims.release(&old, &self.name);
+                    }
+                }
+                self.serving = Some(self.start(
+                    actuator,
+                    description,
+                    spec,
+                    digest,
+                    artifact.pinned,
+                    spec_key,
+                ));
+            }
+        }
+        metrics::global().plugin_loaded(&self.name);
+
+        // Phase 9: report.
+        self.report_ready(plugin).await
+    }
+
+    /// Starts the controller of the plugin's kind behind a swappable slot.
+    fn start(
+        &self,
+        actuator: Arc<dyn Actuator>,
+        description: Description,
+        spec: &PluginSpec,
+        digest: String,
+        pinned: String,
+        spec_key: String,
+    ) -> Serving {
+        let slot = Arc::new(ActuatorSlot::new(actuator));
+        let mut settings = self.config.settings.clone();
+        if let Some(namespace) = &spec.namespace {
+            settings.namespace = Some(namespace.clone());
+        }
+        if let Some(concurrency) = spec.limits.concurrency {
+            settings.concurrency = concurrency;
+        }
+        let (rerun, reruns) = watch::channel(0);
+        settings.reconcile_all = Some(reruns);
+        let stop = self.stop.child_token();
+        let (client, served, plugin, for_task, token) = (
+            self.client.clone(),
+            Arc::clone(&slot) as Arc<dyn Actuator>,
+            self.name.clone(),
+            description.clone(),
+            stop.clone(),
+        );
+        let task = tokio::spawn(async move {
+            if let Err(e) = crate::reconcile::run(client, served, for_task, settings, token).await {
+                tracing::error!(plugin = %plugin, error = %e, "the kind's controller stopped");
+            }
+        });
+        tracing::info!(plugin = %self.name, kind = %description.kind, digest = %digest, "plugin serving");
+        Serving {
+            digest,
+            pinned,
+            spec_key,
+            description,
+            slot,
+            rerun,
+            stop,
+            task,
+        }
+    }
+
+    async fn stop_serving(&mut self, why: &str) {
+        if let Some(serving) = self.serving.take() {
+            let kind = crate::crd::crd_name(&serving.description);
+            serving.shutdown().await;
+            self.claims.release(&kind, &self.name);
+            tracing::info!(plugin = %self.name, kind = %kind, why, "plugin stopped; objects and finalizers left in place");
+        }
+    }
+
+    async fn report_ready(&self, plugin: &Plugin) -> Result<(), Error> {
+        let Some(serving) = &self.serving else {
+            return Ok(());
+        };
+        let kind = serving.kind();
+        let report = Report {
+            ready: "True",
+            reason: "Serving",
+            message: format!("serving {kind} from {}", serving.pinned),
+            digest: Some(&serving.digest),
+            kinds: vec![kind],
+        };
+        Ok(status::write(&self.client, plugin, &report).await?)
+    }
+
+    async fn report_failure(&self, plugin: &Plugin, error: &Error) {
+        let report = match &self.serving {
+            Some(serving) => Report {
+                ready: "False",
+                reason: error.reason(),
+                message: format!(
+                    "{error}; still serving the previous version {}",
+                    serving.digest
+                ),
+                digest: Some(&serving.digest),
+                kinds: vec![serving.kind()],
+            },
+            None => Report {
+                ready: "False",
+                reason: error.reason(),
+                message: error.to_string(),
+                digest: None,
+                kinds: Vec::new(),
+            },
+        };
+        if let Err(e) = status::write(&self.client, plugin, &report).await {
+            tracing::warn!(plugin = %self.name, error = %e, "could not write the Plugin's status");
+        }
+    }
+}
+
+impl Serving {
+    /// `Kind.group/version`, as `status.kinds` lists it.
+    fn kind(&self) -> String {
+        let d = &self.description;
+        format!("{}.{}/{}", d.kind, d.group, d.version)
+    }
+
+    /// Stops the kind's controller, letting reconciles in flight finish.
+    async fn shutdown(self) {
+        self.stop.cancel();
+        if tokio::time::timeout(DRAIN, self.task).await.is_err() {
+            tracing::warn!(kind = %self.description.kind, "reconciles in flight did not finish within 20 s");
+        }
+    }
+}
+
+/// The sandbox of a Plugin: the host's defaults, overridden by its `limits`; its
+/// `allowedHosts` replace the host's list when set.
+fn sandbox(spec: &PluginSpec, defaults: &PluginConfig) -> Result<PluginConfig, Error> {
+    let limits = Limits {
+        memory_bytes: spec
+            .limits
+            .memory_mib
+            .map_or(defaults.limits.memory_bytes, |mib| (mib as usize) << 20),
+        call_timeout: spec
+            .limits
+            .call_timeout_ms
+            .map_or(defaults.limits.call_timeout, Duration::from_millis),
+    };
+    let egress = if spec.allowed_hosts.is_empty() {
+        defaults.egress.clone()
+    } else {
+        EgressPolicy::allowing(&spec.allowed_hosts).map_err(|e| Error::Spec {
+            field: "spec.allowedHosts",
+            message: e.to_string(),
+        })?
+    };
+    Ok(PluginConfig { limits, egress })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_s_limits_override_the_host_defaults_and_its_hosts_replace_them() {
+        let defaults = PluginConfig {
+            limits: Limits {
+                memory_bytes: 64 << 20,
+                call_timeout: Duration::from_secs(10),
+            },
+            egress: EgressPolicy::allowing(&["http://default.example:80".to_owned()]).unwrap(),
+        };
+        let mut spec = PluginSpec::default();
+        let same = sandbox(&spec, &defaults).unwrap();
+        assert_eq!(same.limits.memory_bytes, 64 << 20);
+        assert_eq!(same.limits.call_timeout, Duration::from_secs(10));
+
+        spec.limits.memory_mib = Some(16);
+        spec.limits.call_timeout_ms = Some(250);
+        spec.allowed_hosts = vec!["https://api.example:443".to_owned()];
+        let own = sandbox(&spec, &defaults).unwrap();
+        assert_eq!(own.limits.memory_bytes, 16 << 20);
+        assert_eq!(own.limits.call_timeout, Duration::from_millis(250));
+        assert_ne!(
+            format!("{:?}", own.egress),
+            format!("{:?}", defaults.egress)
+        );
+
+        spec.allowed_hosts = vec!["not a url".to_owned()];
+        let err = sandbox(&spec, &defaults).map(drop).unwrap_err();
+        assert_eq!(err.reason(), "InvalidSpec");
+        assert!(err.to_string().starts_with("spec.allowedHosts: "), "{err}");
+    }
+
+    #[test]
+    fn failed_versions_are_retried_from_a_second_doubling_up_to_a_minute() {
+        let backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
+        let delays: Vec<u64> = (1..=9).map(|_| backoff.next("p").as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+}
