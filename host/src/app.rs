@@ -357,12 +357,13 @@ impl App {
             }
             Ok::<(), Error>(())
         };
-        match tokio::time::timeout(config.drain_timeout, drained).await {
-            Ok(result) => result?,
-            Err(_) => tracing::warn!(
+        if let Ok(result) = tokio::time::timeout(config.drain_timeout, drained).await {
+            result?;
+        } else {
+            tracing::warn!(
                 timeout_s = config.drain_timeout.as_secs(),
                 "in-flight reconciles did not finish in time"
-            ),
+            );
         }
         if let Some(leadership) = leadership {
             leadership.release().await;

@@ -87,7 +87,7 @@ enum Command {
     },
     /// Call one function of a plugin and print its result as JSON: the plugin author's inner loop.
     Invoke(InvokeArgs),
-    /// Print the CustomResourceDefinition of a plugin's kind (YAML).
+    /// Print the `CustomResourceDefinition` of a plugin's kind (YAML).
     Crd {
         /// The plugin component (.wasm).
         plugin: PathBuf,
@@ -147,7 +147,7 @@ enum PluginCommand {
         #[command(flatten)]
         registry: RegistryArgs,
     },
-    /// Print the CustomResourceDefinition of the Plugin kind (YAML).
+    /// Print the `CustomResourceDefinition` of the Plugin kind (YAML).
     Crd,
 }
 
@@ -651,14 +651,12 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            let _ = ctrl_c.await;
+            return;
+        };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},

@@ -42,7 +42,7 @@ fn conditions_schema() -> Value {
     })
 }
 
-/// The CustomResourceDefinition of the kind described by `d`.
+/// The `CustomResourceDefinition` of the kind described by `d`.
 pub fn crd(d: &Description) -> Value {
     let mut import = json!({
         "type": "object",

@@ -71,7 +71,7 @@ pub const MESSAGE_MAX_BYTES: usize = 4 << 10;
 /// What ends a message the host cut.
 pub const TRUNCATION_MARKER: &str = "…(truncated by the host)";
 /// A poll interval SHOULD be at most this long; a longer one is clamped to it.
-pub const POLL_AFTER_MAX: Duration = Duration::from_secs(24 * 60 * 60);
+pub const POLL_AFTER_MAX: Duration = Duration::from_hours(24);
 
 /// A rule of the contract an answer broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

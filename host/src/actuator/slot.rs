@@ -36,12 +36,20 @@ impl ActuatorSlot {
     pub fn current(&self) -> Arc<dyn Actuator> {
         // A poisoned lock only means a panic elsewhere while swapping an Arc: the value is
         // still a whole Arc, so keep using it.
-        Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Serves `actuator` from now on; returns the version it replaces.
     pub fn swap(&self, actuator: Arc<dyn Actuator>) -> Arc<dyn Actuator> {
-        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         std::mem::replace(&mut *current, actuator)
     }
 }

@@ -91,7 +91,9 @@ impl Progress {
     /// A human sentence for the Progressing condition.
     pub fn message(&self) -> String {
         match self {
-            Self::WaitingOnExternal { message, .. } => message.clone(),
+            Self::WaitingOnExternal { message, .. } | Self::NeedsRefresh { message } => {
+                message.clone()
+            }
             Self::WaitingOnObject { kind, name, event } => {
                 format!(
                     "Waiting for {kind}/{name} to be {}",
@@ -103,7 +105,6 @@ impl Progress {
                     }
                 )
             }
-            Self::NeedsRefresh { message } => message.clone(),
         }
     }
 }

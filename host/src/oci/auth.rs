@@ -3,7 +3,7 @@
 //!
 //! A Secret's content is data, never code: only its `auths` entries are read, and credential
 //! helpers it may name are ignored (running them would let a Secret start programs in the
-//! host). The local file is the user's own, so its helpers run (docker_credential).
+//! host). The local file is the user's own, so its helpers run (`docker_credential`).
 
 use std::collections::BTreeMap;
 

@@ -35,8 +35,8 @@ pub fn wasm_layer<'m>(
     };
     let config = manifest.config.media_type.as_str();
     match (config, layer.media_type.as_str()) {
-        (WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE | LEGACY_WASM_LAYER_MEDIA_TYPE) => Ok(layer),
-        (LEGACY_WASM_CONFIG_MEDIA_TYPE, LEGACY_WASM_LAYER_MEDIA_TYPE) => Ok(layer),
+        (WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE | LEGACY_WASM_LAYER_MEDIA_TYPE)
+        | (LEGACY_WASM_CONFIG_MEDIA_TYPE, LEGACY_WASM_LAYER_MEDIA_TYPE) => Ok(layer),
         (WASM_CONFIG_MEDIA_TYPE | LEGACY_WASM_CONFIG_MEDIA_TYPE, other) => Err(layout(format!(
             "layer media type {other:?} is not {WASM_LAYER_MEDIA_TYPE:?}"
         ))),
@@ -107,6 +107,10 @@ impl WasmConfig {
     }
 
     /// The config as pushed.
+    ///
+    /// # Panics
+    ///
+    /// Never: a struct of strings and vectors always serialises.
     pub fn to_bytes(&self) -> Vec<u8> {
         // Invariant: a struct of strings and vectors always serialises.
         #[allow(clippy::expect_used)]

@@ -171,7 +171,10 @@ impl Metrics {
 
     /// Whether `object` of `plugin` waits for a scheduled reconcile.
     pub fn set_queued(&self, plugin: &str, object: &str, queued: bool) {
-        let mut sets = self.queued.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sets = self
+            .queued
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let set = sets.entry(plugin.to_owned()).or_default();
         if queued {
             set.insert(object.to_owned())

@@ -107,22 +107,19 @@ impl PluginHost {
                 let name = plugin.name_any();
                 let plugin = Some(Arc::new(plugin));
                 // A worker that ended (its Plugin was deleted) is replaced by a new one.
-                match workers.get(&name).filter(|tx| !tx.is_closed()) {
-                    Some(tx) => {
-                        tx.send_replace(plugin);
-                    }
-                    None => {
-                        let (tx, rx) = watch::channel(plugin);
-                        workers.insert(name.clone(), tx);
-                        let worker = Worker::new(
-                            name,
-                            self.client.clone(),
-                            Arc::clone(&self.config),
-                            Arc::clone(&self.registry),
-                            Arc::clone(&self.claims),
-                        );
-                        tasks.spawn(worker.run(rx, stop.clone()));
-                    }
+                if let Some(tx) = workers.get(&name).filter(|tx| !tx.is_closed()) {
+                    tx.send_replace(plugin);
+                } else {
+                    let (tx, rx) = watch::channel(plugin);
+                    workers.insert(name.clone(), tx);
+                    let worker = Worker::new(
+                        name,
+                        self.client.clone(),
+                        Arc::clone(&self.config),
+                        Arc::clone(&self.registry),
+                        Arc::clone(&self.claims),
+                    );
+                    tasks.spawn(worker.run(rx, stop.clone()));
                 }
             };
             match event {

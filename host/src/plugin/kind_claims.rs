@@ -45,7 +45,9 @@ impl KindClaims {
     fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Owner>> {
         // Poisoned only by a panic inside one of the short sections below, which leave the
         // map whole.
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+        self.owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Claims `kind` for the Plugin `plugin`; refused when someone else serves it.

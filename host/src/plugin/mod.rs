@@ -95,7 +95,7 @@ pub struct PluginLimits {
     pub memory_mib: Option<u32>,
     /// Deadline of one call, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 600000))]
+    #[schemars(range(min = 1, max = 600_000))]
     pub call_timeout_ms: Option<u64>,
     /// Reconciles in flight.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -33,7 +33,7 @@ use crate::runtime::{EgressPolicy, Limits, PluginConfig};
 
 /// Retries of a failed version: 1 s doubling to 60 s.
 const RETRY_MIN: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(60);
+const RETRY_MAX: Duration = Duration::from_mins(1);
 
 /// How long reconciles in flight may take to finish when a kind's controller stops.
 const DRAIN: Duration = Duration::from_secs(20);

@@ -24,7 +24,10 @@ impl Backoff {
 
     /// The delay before the next retry of `key`, counting this failure.
     pub fn next(&self, key: &str) -> Duration {
-        let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut attempts = self
+            .attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = attempts.entry(key.to_owned()).or_insert(0);
         let delay = self.base.saturating_mul(1u32 << (*n).min(16)).min(self.max);
         *n = n.saturating_add(1);
@@ -35,7 +38,7 @@ impl Backoff {
     pub fn reset(&self, key: &str) {
         self.attempts
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(key);
     }
 }

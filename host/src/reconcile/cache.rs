@@ -41,7 +41,7 @@ impl std::fmt::Debug for KindCache {
         f.debug_struct("KindCache")
             .field("kind", &self.resource.kind)
             .field("objects", &self.store.state().len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -181,15 +181,21 @@ impl KindCache {
     }
 }
 
+/// Which cache: namespace scope (`None`: all namespaces), API version, kind.
+type CacheKey = (Option<String>, String, String);
+
 /// The host's caches, one per kind and namespace scope, made on first use.
 #[derive(Default)]
 pub struct Caches {
-    kinds: Mutex<HashMap<(Option<String>, String, String), Arc<KindCache>>>,
+    kinds: Mutex<HashMap<CacheKey, Arc<KindCache>>>,
 }
 
 impl std::fmt::Debug for Caches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let kinds = self
+            .kinds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f.debug_list().entries(kinds.values()).finish()
     }
 }
@@ -207,7 +213,10 @@ impl Caches {
             resource.api_version.clone(),
             resource.kind.clone(),
         );
-        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kinds = self
+            .kinds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(
             kinds
                 .entry(key)

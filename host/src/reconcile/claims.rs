@@ -89,7 +89,9 @@ impl Claims {
     fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
         // A poisoned lock means a panic while editing the maps; the worst left behind is a
         // stale entry, which the next watch event of that object replaces.
-        self.index.lock().unwrap_or_else(|e| e.into_inner())
+        self.index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The watch saw `obj` (created or changed): its cached claim is its status.id.

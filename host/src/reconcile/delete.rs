@@ -102,7 +102,7 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
 
     let mut pass = Pass::default();
     match ctx.actuator.delete(&mo, &res).await {
-        Err(e) => return Ok(Pass::failed(call_failure(e))),
+        Err(e) => return Ok(Pass::failed(call_failure(&e))),
         Ok(status) => pass.absorb(status),
     }
     if !pass.is_done() {

@@ -1,7 +1,7 @@
 //! One pass over one object, as an ordered list of named phases. The two flows are in
 //! [`super::normal`] (create / update) and [`super::delete`]; this module runs them:
 //!
-//! 1. `decode_envelope` — the spec envelope, once; a malformed one is InvalidConfiguration;
+//! 1. `decode_envelope` — the spec envelope, once; a malformed one is `InvalidConfiguration`;
 //! 2. `skip_if_up_to_date` — nothing changed since the last pass and no resync is due;
 //! 3. the flow of the object's state (normal or delete);
 //! 4. `clear_marker` — the create-pending marker goes once the resource can no longer be lost:
@@ -175,7 +175,11 @@ fn skip_if_up_to_date(
         .as_str()
         .and_then(|t| t.parse().ok());
     let elapsed = last.map(|t| Timestamp::now().duration_since(t).unsigned_abs())?;
-    (elapsed < period).then(|| Next::After(period - elapsed))
+    // Due when the period has fully elapsed: `checked_sub` is `None` past it, zero at it.
+    period
+        .checked_sub(elapsed)
+        .filter(|left| !left.is_zero())
+        .map(Next::After)
 }
 
 fn resync_period(envelope: &Envelope, ctx: &Context) -> Option<Duration> {
@@ -186,7 +190,7 @@ fn resync_period(envelope: &Envelope, ctx: &Context) -> Option<Duration> {
 }
 
 /// An actuator call that produced no answer is a transient failure of this pass.
-pub(super) fn call_failure(e: CallError) -> Failure {
+pub(super) fn call_failure(e: &CallError) -> Failure {
     tracing::warn!(plugin = e.plugin(), error = %e, "plugin call failed");
     Failure::Transient(e.to_string())
 }
@@ -194,7 +198,7 @@ pub(super) fn call_failure(e: CallError) -> Failure {
 /// The actuator's answer, with a call that produced none folded into a transient failure.
 pub(super) fn answer<T>(result: CallResult<Result<T, Failure>>) -> Result<T, Failure> {
     result
-        .map_err(call_failure)
+        .map_err(|e| call_failure(&e))
         .and_then(std::convert::identity)
 }
 

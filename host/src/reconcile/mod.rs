@@ -212,7 +212,7 @@ impl Context {
             names: Names::new(&description.name),
             description,
             settings,
-            backoff: backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            backoff: backoff::Backoff::new(Duration::from_secs(1), Duration::from_mins(1)),
             ops,
             claims,
             passes: Mutex::default(),
@@ -235,7 +235,9 @@ impl Context {
 
     fn passes(&self) -> std::sync::MutexGuard<'_, HashMap<String, PassRecord>> {
         // Poisoned only by a panic while inserting a Copy value: the map is whole.
-        self.passes.lock().unwrap_or_else(|e| e.into_inner())
+        self.passes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The last pass of `obj` this host ran, if any.
@@ -366,7 +368,9 @@ pub async fn run(
         );
         let seen: Mutex<HashMap<String, String>> = Mutex::default();
         let changed = cache.subscribe().filter_map(move |change| {
-            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             futures::future::ready(match change {
                 Change::Applied(dep) => {
                     let key = deps::input_key(&dep);
@@ -475,6 +479,10 @@ pub async fn run(
 }
 
 /// Kubernetes API errors: retry with the per-object backoff.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the signature kube's Controller::run requires"
+)]
 fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = obj.uid().unwrap_or_default();
     let delay = ctx.backoff.next(&key);

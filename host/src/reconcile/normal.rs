@@ -11,7 +11,7 @@
 //!    after a create, when the plugin cannot adopt (nothing else would find the resource
 //!    after a crash);
 //! 5. `run_reconcilers` — managed only, every one, statuses aggregated;
-//! 6. `observe` — available() and observed().
+//! 6. `observe` — `available()` and `observed()`.
 
 use std::time::Duration;
 
@@ -187,13 +187,14 @@ async fn locate(
                 Ok(found) => found,
             };
             return Ok(match <[ExternalResource; 1]>::try_from(found) {
-                Ok([res]) => match ctx.claims.reserve(obj, &res.id) {
-                    Err(other) => Err(Pass::failed(taken(
-                        "spec.import.filter matches",
-                        &res.id,
-                        &other,
-                    ))),
-                    Ok(()) => {
+                Ok([res]) => {
+                    if let Err(other) = ctx.claims.reserve(obj, &res.id) {
+                        Err(Pass::failed(taken(
+                            "spec.import.filter matches",
+                            &res.id,
+                            &other,
+                        )))
+                    } else {
                         ctx.ops
                             .publish(
                                 obj,
@@ -202,7 +203,7 @@ async fn locate(
                             .await;
                         Ok((res, Found::Imported))
                     }
-                },
+                }
                 Err(found) if found.is_empty() => {
                     Err(Pass::waiting(vec![Progress::WaitingOnExternal {
                         event: WaitEvent::Creation,
@@ -281,14 +282,14 @@ async fn locate(
             .await?;
         pass.marker_set = true;
     }
-    let marked = |p: Pass| Pass {
+    let with_marker = |p: Pass| Pass {
         marker_set: pass.marker_set,
         ..p
     };
     match actuator.create(mo).await {
         // No answer: whether something was created is unknown; the marker stays, and the
         // next pass looks for it by adoption before it creates again.
-        Err(e) => Ok(Err(marked(Pass::failed(call_failure(e))))),
+        Err(e) => Ok(Err(with_marker(Pass::failed(call_failure(&e))))),
         Ok(Err(status)) => {
             // The contract: a create that returns a status created nothing.
             clear_create_pending(obj, ctx).await?;
@@ -325,16 +326,17 @@ async fn locate(
 
 fn ids(list: &[ExternalResource]) -> String {
     const SHOWN: usize = 5;
-    let mut text = list
+    let text = list
         .iter()
         .take(SHOWN)
         .map(|r| r.id.as_str())
         .collect::<Vec<_>>()
         .join(", ");
     if list.len() > SHOWN {
-        text.push_str(&format!(" and {} more", list.len() - SHOWN));
+        format!("{text} and {} more", list.len() - SHOWN)
+    } else {
+        text
     }
-    text
 }
 
 /// The marker goes and the finalizer stays (one apply of the finalizer manager's fields).
@@ -363,7 +365,7 @@ async fn run_reconcilers(
     };
     for name in names {
         match ctx.actuator.run_reconciler(&name, mo, res).await {
-            Err(e) => pass.absorb(call_failure(e).into()),
+            Err(e) => pass.absorb(call_failure(&e).into()),
             Ok(status) => pass.absorb(status),
         }
     }
@@ -372,14 +374,14 @@ async fn run_reconcilers(
 /// Phase 6: availability and observed state of the resource.
 async fn observe(ctx: &Context, mo: &ManagedObject, res: &ExternalResource, pass: &mut Pass) {
     match ctx.actuator.available(mo, res).await {
-        Err(e) => pass.absorb(call_failure(e).into()),
+        Err(e) => pass.absorb(call_failure(&e).into()),
         Ok((availability, status)) => {
             pass.availability = Some(availability);
             pass.absorb(status);
         }
     }
     match ctx.actuator.observed(res).await {
-        Err(e) => pass.absorb(call_failure(e).into()),
+        Err(e) => pass.absorb(call_failure(&e).into()),
         Ok(observed) => pass.observed = Some(observed),
     }
 }

@@ -74,7 +74,10 @@ impl Triggers {
     pub fn admit(&self, obj: &DynamicObject) -> bool {
         let key = Key::of(obj, &self.finalizer);
         let uid = obj.uid().unwrap_or_default();
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(previous) = seen.insert(uid, key.clone()) else {
             return true;
         };
@@ -93,13 +96,16 @@ impl Triggers {
     pub fn forget(&self, obj: &DynamicObject) {
         self.seen
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&obj.uid().unwrap_or_default());
     }
 
     /// Objects remembered (for tests).
     pub fn len(&self) -> usize {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// Whether none is remembered.

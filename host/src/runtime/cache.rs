@@ -87,7 +87,7 @@ impl CompiledCache {
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "discarding unusable compiled artifact")
+                    tracing::warn!(path = %path.display(), error = %e, "discarding unusable compiled artifact");
                 }
             }
         }

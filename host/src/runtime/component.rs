@@ -84,7 +84,7 @@ impl ComponentActuator {
             .pre
             .instantiate_async(&mut store)
             .await
-            .map_err(|e| self.classify(function, &store, e, "instantiate"))?;
+            .map_err(|e| self.classify(function, &store, &e, "instantiate"))?;
         Ok((store, plugin))
     }
 
@@ -100,7 +100,7 @@ impl ComponentActuator {
         &self,
         function: &'static str,
         store: &Store<PluginState>,
-        error: wasmtime::Error,
+        error: &wasmtime::Error,
         phase: &str,
     ) -> CallError {
         let plugin = self.name.to_string();
@@ -144,7 +144,7 @@ impl ComponentActuator {
         let call = async {
             let (mut store, plugin) = self.instance(function, object, deadline).await?;
             let outcome = run(&plugin, &mut store).await;
-            outcome.map_err(|e| self.classify(function, &store, e, "call"))
+            outcome.map_err(|e| self.classify(function, &store, &e, "call"))
         };
         let result = tokio::time::timeout_at((deadline + engine::EPOCH_TICK).into(), call)
             .await

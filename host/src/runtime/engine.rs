@@ -78,7 +78,7 @@ pub fn new_engine() -> wasmtime::Result<(Engine, Allocation)> {
 
 /// Increments the epoch every tick until the engine is dropped.
 fn spawn_ticker(engine: wasmtime::EngineWeak) {
-    std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("orchard-epoch".into())
         .spawn(move || {
             while let Some(engine) = engine.upgrade() {
@@ -86,7 +86,8 @@ fn spawn_ticker(engine: wasmtime::EngineWeak) {
                 drop(engine);
                 std::thread::sleep(EPOCH_TICK);
             }
-        })
-        .map(drop)
-        .unwrap_or_else(|e| tracing::error!(error = %e, "could not start the epoch ticker: computing guests are neither interrupted nor made to yield, only the I/O timeout holds"));
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not start the epoch ticker: computing guests are neither interrupted nor made to yield, only the I/O timeout holds");
+    }
 }

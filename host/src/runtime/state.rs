@@ -54,7 +54,7 @@ impl PluginState {
             table,
             egress: EgressHooks {
                 policy: egress,
-                plugin: Arc::clone(&plugin),
+                plugin,
             },
             memory: MemoryCap {
                 limit: memory_limit,

@@ -101,10 +101,6 @@ fn typed_resource<A: Actuator>(res: &Resource) -> Result<Resource<A::State>, Fai
     res.parse()
 }
 
-fn raw_resource<T: Serialize>(res: Resource<T>) -> Result<Resource, Failure> {
-    res.to_raw()
-}
-
 impl<A: Actuator> Raw<A> {
     /// `describe`.
     pub fn describe(&self) -> Description {
@@ -114,7 +110,11 @@ impl<A: Actuator> Raw<A> {
     /// `get-by-id`.
     pub fn get_by_id(&self, obj: Object, id: &str) -> Result<Option<Resource>, Failure> {
         let obj = obj.parse::<A::Spec>()?;
-        self.0.get_by_id(&obj, id)?.map(raw_resource).transpose()
+        self.0
+            .get_by_id(&obj, id)?
+            .as_ref()
+            .map(Resource::to_raw)
+            .transpose()
     }
 
     /// `list-for-adoption`.
@@ -123,8 +123,8 @@ impl<A: Actuator> Raw<A> {
         match self.0.list_for_adoption(&obj)? {
             None => Ok(None),
             Some(list) => Ok(Some(
-                list.into_iter()
-                    .map(raw_resource)
+                list.iter()
+                    .map(Resource::to_raw)
                     .collect::<Result<_, _>>()?,
             )),
         }
@@ -137,15 +137,15 @@ impl<A: Actuator> Raw<A> {
             .map_err(|e| Failure::invalid(format!("spec.import.filter of {}: {e}", obj.name)))?;
         self.0
             .list_for_import(&obj, &filter)?
-            .into_iter()
-            .map(raw_resource)
+            .iter()
+            .map(Resource::to_raw)
             .collect()
     }
 
     /// `create`.
     pub fn create(&self, obj: Object) -> Result<Resource, Status> {
         let obj = obj.parse::<A::Spec>()?;
-        Ok(raw_resource(self.0.create(&obj)?)?)
+        Ok(self.0.create(&obj)?.to_raw()?)
     }
 
     /// `delete`.
@@ -188,7 +188,6 @@ impl<A: Actuator> Raw<A> {
     pub fn observed(&self, res: &Resource) -> String {
         typed_resource::<A>(res)
             .and_then(|r| self.0.observed(&r))
-            .map(|v| v.to_string())
-            .unwrap_or_else(|_| "null".to_owned())
+            .map_or_else(|_| "null".to_owned(), |v| v.to_string())
     }
 }

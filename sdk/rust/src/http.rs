@@ -45,10 +45,15 @@ impl From<Error> for Failure {
 /// HTTP methods the client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// `GET`: read a resource.
     Get,
+    /// `POST`: create a resource or run an action.
     Post,
+    /// `PUT`: replace a resource.
     Put,
+    /// `PATCH`: change part of a resource.
     Patch,
+    /// `DELETE`: remove a resource.
     Delete,
 }
 
@@ -68,9 +73,14 @@ impl Method {
 /// A request being built.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The HTTP method.
     pub method: Method,
+    /// Absolute `http://` or `https://` URL; inside a component its host MUST be on the
+    /// plugin's allow-list.
     pub url: String,
+    /// Header names and values, in order; names are sent lowercase inside a component.
     pub headers: Vec<(String, String)>,
+    /// The request body, if any (`content-length` is set from it).
     pub body: Option<Vec<u8>>,
 }
 
@@ -121,15 +131,18 @@ impl Request {
 
     /// Sends the request and reads the whole response.
     pub fn send(self) -> Result<Response, Error> {
-        transport::send(self)
+        transport::send(&self)
     }
 }
 
 /// A complete response.
 #[derive(Debug, Clone)]
 pub struct Response {
+    /// The HTTP status code.
     pub status: u16,
+    /// Header names and values as received (values decoded lossily as UTF-8).
     pub headers: Vec<(String, String)>,
+    /// The whole response body.
     pub body: Vec<u8>,
 }
 
@@ -178,7 +191,7 @@ mod transport {
     /// What one `blocking-write-and-flush` accepts (wasi:io).
     const WRITE_CHUNK: usize = 4096;
 
-    pub(super) fn send(req: Request) -> Result<Response, Error> {
+    pub(super) fn send(req: &Request) -> Result<Response, Error> {
         let (scheme, authority, path) = split_url(&req.url)?;
         let transport =
             |e: String| Error::Transport(format!("{} {}: {e}", req.method.as_str(), req.url));
@@ -307,7 +320,7 @@ mod transport {
 mod transport {
     use super::{Error, Request, Response};
 
-    pub(super) fn send(req: Request) -> Result<Response, Error> {
+    pub(super) fn send(req: &Request) -> Result<Response, Error> {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()

@@ -14,6 +14,8 @@
 //! built natively (as an rlib) the same actuator can be linked into a host through
 //! [`Raw`], which is how Orchard measures the cost of the Wasm boundary.
 
+#![deny(missing_docs)]
+
 pub mod actuator;
 pub mod handler;
 pub mod http;

@@ -4,10 +4,15 @@
 /// Severity of a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
+    /// Step-by-step detail, normally filtered out.
     Trace,
+    /// Detail useful when debugging one plugin.
     Debug,
+    /// Normal operation worth recording.
     Info,
+    /// Something unexpected the plugin recovered from.
     Warn,
+    /// A failure the plugin could not handle.
     Error,
 }
 

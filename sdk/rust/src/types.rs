@@ -63,9 +63,13 @@ impl From<serde_json::Error> for Failure {
 /// What a wait is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitEvent {
+    /// The external resource is still being created.
     Creation,
+    /// The external resource exists but is not ready for use yet.
     Ready,
+    /// The external resource is still being deleted.
     Deletion,
+    /// A change to the external resource has not taken effect yet.
     Update,
 }
 
@@ -74,24 +78,32 @@ pub enum WaitEvent {
 pub enum Progress {
     /// Poll the external system again after `poll_after`.
     WaitingOnExternal {
+        /// What the wait is for.
         event: WaitEvent,
+        /// Human-readable reason, shown in the `Progressing` condition.
         message: String,
+        /// How long the host waits before the next call (sent in whole milliseconds).
         poll_after: Duration,
     },
     /// A watch on this object brings the reconcile back.
     WaitingOnObject {
+        /// Kind of the object waited on (same namespace as the reconciled object).
         kind: String,
+        /// Name of the object waited on.
         name: String,
+        /// What the wait is for.
         event: WaitEvent,
     },
-    /// The external resource changed; fetch it again now.
+    /// The external resource changed; fetch it again now. The text says what changed.
     NeedsRefresh(String),
 }
 
 /// Outcome of a step: done when it has neither progress nor failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
+    /// Work still pending; any item keeps `Progressing=True`.
     pub progress: Vec<Progress>,
+    /// Why the step failed, if it did.
     pub failure: Option<Failure>,
 }
 
@@ -159,18 +171,26 @@ impl<E: Into<Failure>> From<Result<Status, E>> for Status {
 /// Whether the external resource is ready for use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Availability {
+    /// Ready for use: the object becomes `Available=True`.
     Available,
+    /// Exists but is not usable: `Available=False`.
     Unavailable,
+    /// The actuator cannot tell (e.g. the external system did not answer).
     Unknown,
 }
 
 /// A referenced object the host resolved for this call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dependency {
+    /// The name of its declaration in [`Description::dependencies`].
     pub name: String,
+    /// Kind of the referenced object.
     pub kind: String,
+    /// Name of the referenced object (same namespace).
     pub object: String,
+    /// Its `status.id`, when it has one.
     pub id: Option<String>,
+    /// Its `status.resource` as JSON text, when it has one.
     pub observed: Option<String>,
 }
 
@@ -178,15 +198,26 @@ pub struct Dependency {
 /// (JSON text) at the boundary, the plugin's own type inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object<S = String> {
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`; dependencies and credentials live in the same one.
     pub namespace: String,
+    /// `metadata.uid`: distinguishes a recreated object from its predecessor of the same name.
     pub uid: String,
+    /// `metadata.generation`: bumped by the apiserver on every spec change.
     pub generation: i64,
+    /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
+    /// `spec.resource`: the desired state. `None` for imported (unmanaged) objects.
     pub spec: Option<S>,
+    /// `status.id`: the external id, once known.
     pub status_id: Option<String>,
+    /// The dependencies the host resolved for this call (each exists and is Available).
     pub dependencies: Vec<Dependency>,
+    /// The data of the Secret named by `spec.credentialsRef`; empty unless
+    /// [`Description::needs_credentials`].
     pub credentials: BTreeMap<String, Vec<u8>>,
 }
 
@@ -259,7 +290,9 @@ impl Object<String> {
 /// One external resource. `T` is `String` (JSON text) at the boundary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource<T = String> {
+    /// The external system's identifier; the host stores it in `status.id`.
     pub id: String,
+    /// Whatever the actuator needs later (its own format); passed back on every call.
     pub state: T,
 }
 
@@ -288,11 +321,17 @@ impl Resource<String> {
 /// A field of `spec.resource` naming another object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DependencyDecl {
+    /// Stable name of the dependency, e.g. `zone`; what [`Object::dependency`] looks up.
     pub name: String,
+    /// JSON field of `spec.resource` holding the referenced object's name, e.g. `zoneRef`.
     pub field: String,
+    /// Kind of the referenced object (same API group as this plugin, or `Secret`).
     pub kind: String,
+    /// The host resolves it before create and the reconcilers.
     pub for_create: bool,
+    /// The host resolves it before delete.
     pub for_delete: bool,
+    /// The host puts a finalizer on the dependency so it cannot go while this object uses it.
     pub guard_deletion: bool,
 }
 
@@ -313,14 +352,24 @@ impl DependencyDecl {
 /// What the plugin manages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Description {
+    /// Short, stable plugin name (`[a-z0-9-]+`), used in finalizers and field managers.
     pub name: String,
+    /// API group of the managed kind; MUST be a DNS subdomain.
     pub group: String,
+    /// API version of the managed kind, e.g. `v1alpha1`.
     pub version: String,
+    /// The managed kind, `UpperCamelCase`.
     pub kind: String,
+    /// Plural resource name of the kind, lowercase (a DNS label).
     pub plural: String,
+    /// `OpenAPI` v3 schema of `spec.resource`, as JSON text.
     pub resource_schema: String,
+    /// `OpenAPI` v3 schema of `spec.import.filter`; `None` when import by filter is not supported.
     pub filter_schema: Option<String>,
+    /// `OpenAPI` v3 schema of `status.resource`; [`Actuator::observed`](crate::Actuator) MUST match it.
     pub observed_schema: String,
+    /// The fields of `spec.resource` that name other objects.
     pub dependencies: Vec<DependencyDecl>,
+    /// The objects carry `spec.credentialsRef`, whose Secret data reaches every call.
     pub needs_credentials: bool,
 }
