@@ -37,22 +37,28 @@ pub enum Error {
     /// The admin server could not bind its address.
     #[error("binding the admin server to {addr}: {source}")]
     Admin {
+        /// The address asked for.
         addr: SocketAddr,
         #[source]
+        /// Why it could not be bound.
         source: std::io::Error,
     },
     /// The Wasm runtime could not be set up, or a static plugin did not load.
     #[error("loading plugin {path}: {source}")]
     Load {
+        /// The plugin file.
         path: PathBuf,
         #[source]
+        /// Why it did not load.
         source: crate::runtime::Error,
     },
     /// A static plugin's `describe()` failed or broke the contract.
     #[error("loading plugin {path}: {source}")]
     Describe {
+        /// The plugin file.
         path: PathBuf,
         #[source]
+        /// Why `describe` gave no answer.
         source: CallError,
     },
     /// The Wasm runtime could not be set up.
@@ -75,7 +81,12 @@ pub enum Error {
     Panicked(#[source] tokio::task::JoinError),
     /// Another replica holds the leader Lease now.
     #[error("lost the leader lease {namespace}/{name}; exiting")]
-    LostLease { namespace: String, name: String },
+    LostLease {
+        /// Namespace of the Lease.
+        namespace: String,
+        /// Name of the Lease.
+        name: String,
+    },
 }
 
 /// A plugin served from a file (`orchard run --plugin`).

@@ -173,23 +173,37 @@ pub enum InstallError {
     /// The apiserver refused the CRD.
     #[error("failed to apply CRD {name}: {source}")]
     Apply {
+        /// Name of the CRD.
         name: String,
         #[source]
+        /// The apiserver's answer.
         source: kube::Error,
     },
     /// The host may not apply it, and it is not installed (or does not serve the version).
     #[error(
         "CRD {name} (version {versions}) is not installed, and this host does not install CRDs (--install-crds, or the right to)"
     )]
-    Missing { name: String, versions: String },
+    Missing {
+        /// Name of the CRD.
+        name: String,
+        /// The versions the host needs it to serve.
+        versions: String,
+    },
     /// It did not become Established in time.
     #[error("CRD {name} was not established within {seconds} s")]
-    NotEstablished { name: String, seconds: u64 },
+    NotEstablished {
+        /// Name of the CRD.
+        name: String,
+        /// How long the host waited.
+        seconds: u64,
+    },
     /// A typed CRD could not be encoded as JSON.
     #[error("encoding CRD {name}: {source}")]
     Encode {
+        /// Name of the CRD.
         name: String,
         #[source]
+        /// Why it did not encode.
         source: serde_json::Error,
     },
 }

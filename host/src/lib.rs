@@ -17,6 +17,8 @@
 //!   boundary every plugin output passes;
 //! - [`ops`]: health, metrics, the admin server, leader election.
 
+#![deny(missing_docs)]
+
 pub mod actuator;
 pub mod app;
 pub mod cli;

@@ -144,15 +144,25 @@ impl fmt::Display for Rule {
 /// `describe()` as a plugin returned it: names as text, schemas as JSON text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawDescription {
+    /// Short plugin name, not yet checked against `[a-z0-9-]+`.
     pub name: String,
+    /// API group, not yet checked.
     pub group: String,
+    /// API version, not yet checked.
     pub version: String,
+    /// Kind, not yet checked.
     pub kind: String,
+    /// Plural, not yet checked.
     pub plural: String,
+    /// Schema of `spec.resource`, JSON text not yet parsed.
     pub resource_schema: String,
+    /// Schema of `spec.import.filter`, JSON text not yet parsed.
     pub filter_schema: Option<String>,
+    /// Schema of `status.resource`, JSON text not yet parsed.
     pub observed_schema: String,
+    /// Declared dependencies, not yet checked.
     pub dependencies: Vec<DependencyDecl>,
+    /// Whether the objects carry `spec.credentialsRef`.
     pub needs_credentials: bool,
 }
 
@@ -160,7 +170,9 @@ pub struct RawDescription {
 /// every violation names both.
 #[derive(Debug, Clone, Copy)]
 pub struct Boundary<'a> {
+    /// The plugin that answered.
     pub plugin: &'a str,
+    /// The contract function it answered.
     pub function: &'static str,
 }
 

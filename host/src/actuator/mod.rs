@@ -20,38 +20,54 @@ pub enum CallError {
     /// The call ran past its deadline (epoch interruption or wall clock).
     #[error("plugin {plugin}: {function} exceeded its deadline of {timeout_ms} ms")]
     Deadline {
+        /// The plugin the call went to.
         plugin: String,
+        /// The contract function called.
         function: &'static str,
+        /// The deadline, in milliseconds.
         timeout_ms: u128,
     },
     /// The guest tried to grow its memory past the cap.
     #[error("plugin {plugin}: {function} exceeded its memory cap of {limit_bytes} bytes")]
     MemoryCap {
+        /// The plugin the call went to.
         plugin: String,
+        /// The contract function called.
         function: &'static str,
+        /// The cap on the guest's linear memory.
         limit_bytes: usize,
     },
     /// The guest trapped (a panic, `unreachable`, an out-of-bounds access…).
     #[error("plugin {plugin}: {function} trapped: {message}")]
     Trap {
+        /// The plugin the call went to.
         plugin: String,
+        /// The contract function called.
         function: &'static str,
+        /// What the trap said.
         message: String,
     },
     /// The plugin returned a value that breaks the contract: JSON that does not parse, an
     /// invalid id or name, a document or list over its bound ([`contract`] has every rule).
     #[error("plugin {plugin}: {function} broke the contract (rule {rule}): {detail}")]
     Contract {
+        /// The plugin the call went to.
         plugin: String,
+        /// The contract function called.
         function: &'static str,
+        /// The rule broken.
         rule: contract::Rule,
+        /// What exactly broke it.
         detail: String,
     },
     /// No instance could be made for the call (pool exhausted, link error…).
     #[error("plugin {plugin}: could not instantiate for {function}: {message}")]
     Instantiate {
+        /// The plugin the call went to.
         plugin: String,
+        /// The contract function called.
         function: &'static str,
+        /// Why no instance could be made.
         message: String,
     },
 }

@@ -11,16 +11,23 @@ use serde_json::Value;
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedObject {
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`; dependencies and credentials live in the same one.
     pub namespace: String,
+    /// `metadata.uid`: tells a recreated object from its predecessor of the same name.
     pub uid: String,
+    /// `metadata.generation`: bumped by the apiserver on every spec change.
     pub generation: i64,
+    /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
     /// `spec.resource`.
     pub spec: Option<Value>,
     /// `status.id`.
     pub status_id: Option<String>,
+    /// The dependencies the host resolved for this call (each exists and is Available).
     pub dependencies: Vec<Dependency>,
     /// Secret data; never serialised (it would end up in logs or CLI output).
     #[serde(skip)]
@@ -30,17 +37,24 @@ pub struct ManagedObject {
 /// A resolved dependency.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Dependency {
+    /// The name of its declaration in [`Description::dependencies`].
     pub name: String,
+    /// Kind of the referenced object.
     pub kind: String,
+    /// Name of the referenced object (same namespace).
     pub object: String,
+    /// Its `status.id`, when it has one.
     pub id: Option<String>,
+    /// Its `status.resource`, when it has one.
     pub observed: Option<Value>,
 }
 
 /// An external resource.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExternalResource {
+    /// The external system's identifier; the host stores it in `status.id`.
     pub id: String,
+    /// Whatever the actuator needs later (its own format); passed back on every call.
     pub state: Value,
 }
 
@@ -48,9 +62,13 @@ pub struct ExternalResource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WaitEvent {
+    /// The external resource is still being created.
     Creation,
+    /// The external resource exists but is not ready for use yet.
     Ready,
+    /// The external resource is still being deleted.
     Deletion,
+    /// A change to the external resource has not taken effect yet.
     Update,
 }
 
@@ -72,19 +90,28 @@ impl WaitEvent {
 pub enum Progress {
     /// Poll the external system again after `poll_after`.
     WaitingOnExternal {
+        /// What the wait is for.
         event: WaitEvent,
+        /// Human-readable reason, shown in the `Progressing` condition.
         message: String,
         #[serde(with = "millis")]
+        /// How long the host waits before it calls again.
         poll_after: Duration,
     },
     /// A watch on this object brings the reconcile back.
     WaitingOnObject {
+        /// Kind of the object waited on (same namespace).
         kind: String,
+        /// Name of the object waited on.
         name: String,
+        /// What the wait is for.
         event: WaitEvent,
     },
     /// Fetch the resource again now.
-    NeedsRefresh { message: String },
+    NeedsRefresh {
+        /// What changed.
+        message: String,
+    },
 }
 
 impl Progress {
@@ -152,7 +179,9 @@ impl Failure {
 /// Outcome of a step: done when empty.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Status {
+    /// Work still pending; any item keeps `Progressing=True`.
     pub progress: Vec<Progress>,
+    /// Why the step failed, if it did.
     pub failure: Option<Failure>,
 }
 
@@ -176,8 +205,11 @@ impl From<Failure> for Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Availability {
+    /// Ready for use: `Available=True`.
     Available,
+    /// Exists but is not usable: `Available=False`.
     Unavailable,
+    /// The actuator cannot tell (e.g. the external system did not answer).
     Unknown,
 }
 
@@ -185,11 +217,17 @@ pub enum Availability {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DependencyDecl {
+    /// Stable name of the dependency, e.g. `zone`.
     pub name: String,
+    /// JSON field of `spec.resource` holding the referenced object's name, e.g. `zoneRef`.
     pub field: String,
+    /// Kind of the referenced object (same API group as the plugin, or `Secret`).
     pub kind: String,
+    /// The host resolves it before create and the reconcilers.
     pub for_create: bool,
+    /// The host resolves it before delete.
     pub for_delete: bool,
+    /// The host puts a finalizer on the dependency so it cannot go while this object uses it.
     pub guard_deletion: bool,
 }
 
@@ -197,15 +235,25 @@ pub struct DependencyDecl {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Description {
+    /// Short, stable plugin name (`[a-z0-9-]+`), used in finalizers and field managers.
     pub name: String,
+    /// API group of the managed kind.
     pub group: String,
+    /// API version of the managed kind, e.g. `v1alpha1`.
     pub version: String,
+    /// The managed kind.
     pub kind: String,
+    /// Plural resource name of the kind.
     pub plural: String,
+    /// OpenAPI v3 schema of `spec.resource`.
     pub resource_schema: Value,
+    /// OpenAPI v3 schema of `spec.import.filter`; `None` when import by filter is not supported.
     pub filter_schema: Option<Value>,
+    /// OpenAPI v3 schema of `status.resource`; `observed` MUST match it.
     pub observed_schema: Value,
+    /// The fields of `spec.resource` that name other objects.
     pub dependencies: Vec<DependencyDecl>,
+    /// The objects carry `spec.credentialsRef`, whose Secret data reaches every call.
     pub needs_credentials: bool,
 }
 

@@ -54,6 +54,7 @@ pub struct WasmConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Who built the artifact.
     pub author: Option<String>,
     /// Always `wasm`.
     #[serde(default)]
@@ -79,6 +80,7 @@ pub struct ComponentWorld {
     #[serde(default)]
     pub imports: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The compilation target (e.g. `wasip2`), when set.
     pub target: Option<String>,
 }
 

@@ -36,37 +36,66 @@ pub use layout::{ComponentWorld, WasmConfig};
 pub enum Error {
     /// The reference does not parse.
     #[error("invalid OCI reference {reference:?}: {message}")]
-    Reference { reference: String, message: String },
+    Reference {
+        /// The reference as given.
+        reference: String,
+        /// Why it does not parse.
+        message: String,
+    },
     /// The registry refused or failed a request.
     #[error("{reference}: {action} failed: {source}")]
     Registry {
+        /// The artifact reference.
         reference: String,
+        /// What was being done (pull, push, resolve…).
         action: &'static str,
         #[source]
+        /// The registry client's error.
         source: oci_client::errors::OciDistributionError,
     },
     /// The artifact is not a Wasm component in the CNCF layout.
     #[error("{reference} is not a Wasm artifact: {reason}")]
-    Layout { reference: String, reason: String },
+    Layout {
+        /// The artifact reference.
+        reference: String,
+        /// What in the layout is wrong.
+        reason: String,
+    },
     /// Content did not hash to the digest that names it.
     #[error("{reference}: digest mismatch for {what}: expected {expected}, got {actual}")]
     DigestMismatch {
+        /// The artifact reference.
         reference: String,
+        /// Which blob (manifest, config, layer).
         what: &'static str,
+        /// The digest the manifest names.
         expected: String,
+        /// The digest of the bytes received.
         actual: String,
     },
     /// The artifact's signature is missing or does not verify.
     #[error("{reference}: signature verification failed: {reason}")]
-    Signature { reference: String, reason: String },
+    Signature {
+        /// The artifact reference.
+        reference: String,
+        /// Why verification failed.
+        reason: String,
+    },
     /// Credentials could not be read.
     #[error("credentials for {registry}: {reason}")]
-    Credentials { registry: String, reason: String },
+    Credentials {
+        /// The registry host.
+        registry: String,
+        /// Why they could not be read.
+        reason: String,
+    },
     /// The local cache could not be read or written.
     #[error("plugin cache {path}: {source}")]
     Cache {
+        /// The cache directory or file.
         path: PathBuf,
         #[source]
+        /// The I/O error.
         source: std::io::Error,
     },
 }

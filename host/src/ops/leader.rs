@@ -13,9 +13,12 @@ pub enum Error {
     /// The Lease could not be created or read.
     #[error("leader election on lease {namespace}/{name}: {source}")]
     Lease {
+        /// Namespace of the Lease.
         namespace: String,
+        /// Name of the Lease.
         name: String,
         #[source]
+        /// The lease manager's error.
         source: LeaseManagerError,
     },
 }

@@ -71,6 +71,10 @@ pub struct PluginSource {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretReference {
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here becomes a description in the Plugin CRD schema: add it together with regenerated deploy/*/crds/plugins.orchard.dev.yaml"
+    )]
     pub name: String,
     /// Default: the host's own namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,6 +120,10 @@ pub struct PluginStatus {
     /// Kinds served (`Kind.group/version`).
     #[serde(default)]
     pub kinds: Vec<String>,
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here becomes a description in the Plugin CRD schema: add it together with regenerated deploy/*/crds/plugins.orchard.dev.yaml"
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }
@@ -124,14 +132,30 @@ pub struct PluginStatus {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginCondition {
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here becomes a description in the Plugin CRD schema: add it together with regenerated deploy/*/crds/plugins.orchard.dev.yaml"
+    )]
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here becomes a description in the Plugin CRD schema: add it together with regenerated deploy/*/crds/plugins.orchard.dev.yaml"
+    )]
     pub reason: String,
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here becomes a description in the Plugin CRD schema: add it together with regenerated deploy/*/crds/plugins.orchard.dev.yaml"
+    )]
     pub message: String,
     /// RFC 3339.
     pub last_transition_time: String,
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here becomes a description in the Plugin CRD schema: add it together with regenerated deploy/*/crds/plugins.orchard.dev.yaml"
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }

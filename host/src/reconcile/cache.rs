@@ -31,7 +31,9 @@ const BUFFER: usize = 4096;
 
 /// The cache of one kind (in one namespace, or all).
 pub struct KindCache {
+    /// The kind cached.
     pub resource: ApiResource,
+    /// The reflector's store: every object of the kind seen so far.
     pub store: Store<DynamicObject>,
     changes: broadcast::Sender<Change>,
 }

@@ -21,10 +21,13 @@ use kube::api::DynamicObject;
 /// An object that holds an id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
+    /// `metadata.uid` of the holder.
     pub uid: String,
     /// `namespace/name`.
     pub key: String,
+    /// Its `metadata.creationTimestamp`, when known; with `key`, the order in which holders rank.
     pub created: Option<Timestamp>,
+    /// Whether it manages the resource (not an import).
     pub managed: bool,
 }
 

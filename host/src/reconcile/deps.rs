@@ -126,7 +126,9 @@ pub fn inputs_fingerprint(ops: &dyn ObjectOps, d: &Description, obj: &DynamicObj
 pub enum Resolution {
     /// Everything needed is there.
     Ready {
+        /// The resolved dependencies, for `ManagedObject::dependencies`.
         dependencies: Vec<Dependency>,
+        /// The credentials Secret's data, empty when none is needed.
         credentials: BTreeMap<String, Vec<u8>>,
     },
     /// Something needed is missing or not ready.
@@ -153,7 +155,9 @@ impl Resolution {
 /// Which flow asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
+    /// Before create and the reconcilers.
     Create,
+    /// Before delete.
     Delete,
 }
 

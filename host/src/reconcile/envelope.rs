@@ -39,8 +39,11 @@ pub enum Import {
 /// The decoded envelope.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
+    /// `spec.managementPolicy`: managed or unmanaged.
     pub policy: Policy,
+    /// `spec.onDelete`: delete or detach the external resource.
     pub on_delete: OnDelete,
+    /// `spec.import`: adopt an existing resource by id or filter.
     pub import: Option<Import>,
     /// `spec.resyncPeriod`; `Some(ZERO)` disables resync, `None` takes the host default.
     pub resync: Option<Duration>,

@@ -20,11 +20,15 @@ use crate::actuator::Description;
 
 /// What the guard of one dependency kind needs.
 pub struct Guard {
+    /// Client for the dependency kind's objects.
     pub client: Client,
+    /// What the dependent plugin manages.
     pub description: Description,
+    /// The dependent plugin's finalizer and field-manager names.
     pub names: Names,
     /// The dependency kind.
     pub kind: String,
+    /// API resource of the dependency kind.
     pub resource: ApiResource,
     /// The plugin's own objects (the dependents), as cached.
     pub dependents: Store<DynamicObject>,

@@ -56,20 +56,29 @@ pub enum Error {
     /// A call to the Kubernetes API failed.
     #[error("{action} {kind} {name}: {source}")]
     Kube {
+        /// What was being done (get, apply, delete…).
         action: &'static str,
+        /// Kind of the object.
         kind: String,
+        /// Name of the object.
         name: String,
         #[source]
+        /// The apiserver's answer.
         source: kube::Error,
     },
     /// The kind of a declared dependency is not served by the apiserver.
     #[error("plugin {plugin}: dependency kind {kind} ({group}/{version}) is not served: {source}")]
     Discovery {
+        /// The plugin declaring the dependency.
         plugin: String,
+        /// The dependency kind.
         kind: String,
+        /// Its API group.
         group: String,
+        /// Its API version.
         version: String,
         #[source]
+        /// The discovery error.
         source: kube::Error,
     },
 }
@@ -185,10 +194,15 @@ pub struct PassRecord {
 
 /// Everything a pass over one plugin's objects needs.
 pub struct Context {
+    /// The plugin that owns the kind.
     pub actuator: Arc<dyn Actuator>,
+    /// What the plugin manages (validated at load).
     pub description: Description,
+    /// Finalizer and field-manager names of the plugin.
     pub names: Names,
+    /// Host-wide settings (resync default, poll bounds…).
     pub settings: Settings,
+    /// Per-object retry backoff for failed passes.
     pub backoff: backoff::Backoff,
     /// The seam below the flows.
     pub ops: Arc<dyn ObjectOps>,

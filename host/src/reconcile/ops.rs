@@ -38,8 +38,11 @@ pub struct OwnMetadata {
 /// An Event the flow publishes on the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
+    /// A `Warning` Event rather than `Normal`.
     pub warning: bool,
+    /// `UpperCamelCase` reason of the Event.
     pub reason: String,
+    /// Human-readable message.
     pub message: String,
 }
 

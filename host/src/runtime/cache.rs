@@ -18,21 +18,26 @@ pub enum Error {
     /// The component does not compile.
     #[error("failed to compile component {digest}: {source}")]
     Compile {
+        /// `sha256:<hex>` of the component bytes.
         digest: String,
         #[source]
+        /// The compiler's error.
         source: wasmtime::Error,
     },
     /// The cache directory could not be written.
     #[error("failed to write compiled component to {path}: {source}")]
     Write {
+        /// The cache file.
         path: PathBuf,
         #[source]
+        /// The I/O error.
         source: std::io::Error,
     },
 }
 
 /// A component ready to instantiate, with how it was obtained.
 pub struct Loaded {
+    /// The compiled component.
     pub component: Component,
     /// `sha256:<hex>` of the component bytes.
     pub digest: String,

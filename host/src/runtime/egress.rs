@@ -18,14 +18,21 @@ pub enum Error {
     #[error(
         "invalid allowed host {entry:?}: {reason} (expected scheme://host[:port], port may be *)"
     )]
-    InvalidAllowedHost { entry: String, reason: &'static str },
+    InvalidAllowedHost {
+        /// The entry as configured.
+        entry: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 /// One allow-list entry: `http://127.0.0.1:8081`, `https://api.example.com`,
 /// `http://127.0.0.1:*`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllowedHost {
+    /// `http` or `https`.
     pub scheme: String,
+    /// Host name or IP address, compared exactly.
     pub host: String,
     /// `None` = any port.
     pub port: Option<u16>,

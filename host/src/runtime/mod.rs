@@ -34,29 +34,38 @@ pub enum Error {
     /// The plugin file could not be read.
     #[error("failed to read plugin {path}: {source}")]
     Read {
+        /// The plugin file.
         path: PathBuf,
         #[source]
+        /// The I/O error.
         source: std::io::Error,
     },
     /// The component could not be compiled or cached.
     #[error("plugin {plugin}: {source}")]
     Cache {
+        /// The plugin.
         plugin: String,
         #[source]
+        /// Why compiling or caching failed.
         source: cache::Error,
     },
     /// The component does not implement world `actuator-plugin`, or imports more than it.
     #[error("plugin {plugin} is not an orchard:actuator/actuator-plugin component: {source:#}")]
     World {
+        /// The plugin.
         plugin: String,
         #[source]
+        /// What linking reported.
         source: wasmtime::Error,
     },
     /// A memory limit larger than the engine's slots.
     #[error("plugin {plugin}: memory limit {asked} bytes exceeds the host's maximum of {max}")]
     MemoryLimit {
+        /// The plugin.
         plugin: String,
+        /// The limit the plugin asked for, in bytes.
         asked: usize,
+        /// The host's maximum, in bytes.
         max: usize,
     },
 }
@@ -64,7 +73,9 @@ pub enum Error {
 /// How one plugin runs.
 #[derive(Debug, Clone, Default)]
 pub struct PluginConfig {
+    /// Memory, time and concurrency bounds of a call.
     pub limits: Limits,
+    /// Where the guest may send HTTP requests.
     pub egress: EgressPolicy,
 }
 
