@@ -31,24 +31,23 @@ use orchard::actuator::{Actuator, ExternalResource, ManagedObject};
 use orchard::runtime::{ComponentActuator, PluginConfig, Runtime};
 use serde_json::{Value, json};
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
-}
+/// The suites' one paths module (target directory, plugins, the `orchard` binary).
+#[allow(dead_code, reason = "the bench uses the target directory only")]
+#[path = "../../tests/e2e/src/paths.rs"]
+mod paths;
 
 fn plugin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("ORCHARD_PLUGIN_DIR") {
         return dir.into();
     }
-    target_dir().join("wasm32-wasip2/plugin")
+    paths::target_dir().join("wasm32-wasip2/plugin")
 }
 
 /// A runtime with the benchmark's persistent compiled-component cache.
 fn runtime() -> Runtime {
     let dir = std::env::var_os("ORCHARD_BENCH_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("bench-cache"));
+        .unwrap_or_else(|| paths::target_dir().join("bench-cache"));
     Runtime::new(Some(dir)).unwrap()
 }
 

@@ -14,14 +14,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// The suites' one paths module (target directory, plugins, the `orchard` binary).
+#[path = "../../tests/e2e/src/paths.rs"]
+mod paths;
+
 /// A plugin component built by `make plugins` (`target/wasm32-wasip2/plugin/<crate>.wasm`).
 pub fn plugin_path(crate_name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target
-        .join("wasm32-wasip2/plugin")
-        .join(format!("{}.wasm", crate_name.replace('-', "_")));
+    let path = paths::plugin(crate_name);
     assert!(
         path.is_file(),
         "{} is missing: build the plugins first (`make plugins`)",

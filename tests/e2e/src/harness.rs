@@ -1,9 +1,10 @@
-//! A plugin-parametrised scenario world: its own namespace, Secrets, the `orchard run` host
-//! serving a chosen set of plugins (any language), and helpers that read the apiserver. The
-//! suites of a plugin add helpers that read their external system (see [`crate::rabbitmq`]).
+//! The scenario world of every suite: its own namespace, Secrets, the `orchard run` host
+//! serving a chosen set of plugins (any language) as a separate process, and helpers that read
+//! the apiserver. The suites of a plugin add helpers that read their external system
+//! ([`crate::pdns`], [`crate::rabbitmq`]).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -13,20 +14,17 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::scenario::{CONVERGE, orchard_bin};
+use crate::paths::{orchard_bin, target_dir};
 use crate::{TestEnv, poll_until, unique_suffix};
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
+/// How long a scenario waits for the host to converge.
+pub const CONVERGE: Duration = Duration::from_secs(60);
 
 /// What one `orchard run` serves: plugin components, the kinds they manage, and the outbound
 /// destinations they may reach.
 #[derive(Debug, Clone)]
 pub struct HostSpec {
-    /// Component files (`.wasm`), e.g. from [`crate::scenario::plugin`].
+    /// Component files (`.wasm`), e.g. from [`crate::paths::plugin`].
     pub plugins: Vec<PathBuf>,
     /// The kinds those plugins serve (their API resources).
     pub kinds: Vec<ApiResource>,
@@ -46,6 +44,32 @@ impl Host {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Waits for the process to exit by itself (e.g. at a fail point).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        let child = &mut self.child;
+        poll_until(timeout, "the host to exit", || {
+            let status = child.try_wait();
+            async move { Ok(status?) }
+        })
+        .await
+    }
+
+    /// SIGKILL: no graceful shutdown, no lease release.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How a host finds the apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    /// The admin kubeconfig, installing the CRDs itself.
+    Admin,
+    /// No kubeconfig: as in a pod (the caller's env names the service host and port), CRDs
+    /// installed beforehand.
+    InCluster,
 }
 
 impl Drop for Host {
@@ -132,8 +156,21 @@ impl Harness {
         Ok(())
     }
 
-    /// Starts `orchard run` for this harness's plugins, scoped to this namespace.
+    /// Starts `orchard run` for this harness's plugins, scoped to this namespace, as the
+    /// admin; `extra_env` adds or overrides its environment (flags by their `ORCHARD_*` names).
     pub fn start_host(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+        self.launch(Identity::Admin, extra_env)
+    }
+
+    /// Starts `orchard run` like [`Harness::start_host`] but with no kubeconfig at all: the
+    /// host finds its identity as in a pod (`extra_env` sets `KUBERNETES_SERVICE_HOST/PORT`;
+    /// the token and CA are in the service-account directory), and does not install CRDs.
+    pub fn start_host_in_cluster(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+        self.launch(Identity::InCluster, extra_env)
+    }
+
+    /// The one launcher of `orchard run` in the suites.
+    fn launch(&mut self, identity: Identity, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
         warm_cache(&self.host.plugins)?;
         self.hosts_started += 1;
         let log = self
@@ -162,9 +199,18 @@ impl Harness {
         for allowed in &self.host.allow_hosts {
             cmd.args(["--allow-host", allowed]);
         }
-        cmd.args(["--install-crds", "--namespace", &self.ns])
-            .env("KUBECONFIG", &self.env.admin_kubeconfig)
-            .env("ORCHARD_CACHE_DIR", target_dir().join("orchard-cache"))
+        cmd.args(["--namespace", &self.ns]);
+        match identity {
+            Identity::Admin => {
+                cmd.arg("--install-crds")
+                    .env("KUBECONFIG", &self.env.admin_kubeconfig);
+            }
+            Identity::InCluster => {
+                cmd.env_remove("KUBECONFIG")
+                    .env("HOME", target_dir().join("orchard-home"));
+            }
+        }
+        cmd.env("ORCHARD_CACHE_DIR", target_dir().join("orchard-cache"))
             .env("RUST_LOG", "info,orchard=debug")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -202,14 +248,26 @@ impl Harness {
         let name = value["metadata"]["name"]
             .as_str()
             .context("manifest without a name")?;
-        Ok(self
-            .api(kind)
-            .patch(
-                name,
-                &PatchParams::apply("e2e").force(),
-                &Patch::Apply(&value),
-            )
-            .await?)
+        let api = self.api(kind);
+        // Until the host has installed the CRDs, the kind is not served (404): retry then.
+        let deadline = tokio::time::Instant::now() + CONVERGE;
+        loop {
+            match api
+                .patch(
+                    name,
+                    &PatchParams::apply("e2e").force(),
+                    &Patch::Apply(&value),
+                )
+                .await
+            {
+                Err(kube::Error::Api(e))
+                    if e.code == 404 && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                other => return Ok(other?),
+            }
+        }
     }
 
     /// Deletes an object (without waiting for it to go).

@@ -16,8 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub mod harness;
 pub mod oci;
+pub mod paths;
+pub mod pdns;
 pub mod rabbitmq;
-pub mod scenario;
 pub mod scenarios;
 
 use anyhow::{Context, bail, ensure};

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use crate::scenario::orchard_bin;
+use crate::paths::orchard_bin;
 use crate::{TestEnv, run, tool};
 
 /// A scratch directory for one test: docker config, keys, pulled files.
@@ -17,7 +17,7 @@ pub struct Workdir {
 impl Workdir {
     /// `target/e2e-oci/<name>`, emptied.
     pub fn new(name: &str) -> anyhow::Result<Self> {
-        let path = crate::scenario::target_dir().join("e2e-oci").join(name);
+        let path = crate::paths::target_dir().join("e2e-oci").join(name);
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path)?;
         Ok(Self { path })

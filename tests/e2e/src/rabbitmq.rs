@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::harness::{Harness, HostSpec, kind};
-use crate::scenario::plugin;
+use crate::paths::plugin;
 use crate::{RabbitMq, TestEnv, http};
 
 /// API group of the RabbitMQ kinds.

@@ -10,9 +10,9 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::Value;
 
+use crate::harness::CONVERGE;
 use crate::harness::{Harness, progressing_message};
 use crate::poll_until;
-use crate::scenario::CONVERGE;
 
 /// The plugin under test, as the scenarios need to know it.
 #[allow(async_fn_in_trait, reason = "used through generics only, never as dyn")]

@@ -6,8 +6,9 @@
 
 use std::time::{Duration, Instant};
 
+use orchard_e2e::harness::CONVERGE;
+use orchard_e2e::pdns::{self, ZONE};
 use orchard_e2e::poll_until;
-use orchard_e2e::scenario::{CONVERGE, Scenario};
 
 fn zone_yaml(name: &str, zone: &str) -> String {
     format!(
@@ -25,11 +26,11 @@ const OUTAGE: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn after_an_apiserver_outage_the_controllers_resume_within_seconds() -> anyhow::Result<()> {
-    let mut s = Scenario::new("apiserver-outage").await?;
+    let (mut s, pdns) = pdns::harness("apiserver-outage").await?;
     let _host = s.start_host(&[])?;
-    let before = s.zone_name("before");
+    let before = pdns::zone_name(&s, "before");
     s.apply(&zone_yaml("before", &before)).await?;
-    s.wait_ready(&s.zones, "before").await?;
+    s.wait_ready(ZONE, "before").await?;
 
     let run = orchard_e2e::testenv;
     run("stop-apiserver")?;
@@ -38,19 +39,19 @@ async fn after_an_apiserver_outage_the_controllers_resume_within_seconds() -> an
         tokio::time::sleep(OUTAGE).await;
         run("start-apiserver")?;
         let back = Instant::now();
-        let after = s.zone_name("after");
+        let after = pdns::zone_name(&s, "after");
         // The test's own client may hold a connection from before the outage: retry it.
         poll_until(CONVERGE, "the apiserver to take a new zone", || async {
             Ok(s.apply(&zone_yaml("after", &after)).await.ok())
         })
         .await?;
-        s.wait_ready(&s.zones, "after").await?;
+        s.wait_ready(ZONE, "after").await?;
         let resumed = back.elapsed();
         assert!(
             resumed <= RESUMED_WITHIN,
             "a new object was served {resumed:?} after the apiserver came back"
         );
-        assert!(s.pdns_zone(&after).await?.is_some());
+        assert!(pdns.zone(&after).await?.is_some());
         anyhow::Ok(())
     }
     .await;

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::Context;
 use orchard_e2e::TestEnv;
-use orchard_e2e::scenario::{orchard_bin, plugin};
+use orchard_e2e::paths::{orchard_bin, plugin};
 use orchard_e2e::{run, tool};
 use serde_json::Value;
 

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use orchard_e2e::harness::CONVERGE;
 use orchard_e2e::harness::{Harness, HostSpec, progressing_message};
+use orchard_e2e::paths::plugin;
 use orchard_e2e::poll_until;
-use orchard_e2e::scenario::{CONVERGE, plugin};
 use serde_json::json;
 
 fn faulty() -> ApiResource {

@@ -4,7 +4,7 @@
 //! tampered with in the registry is refused.
 
 use orchard_e2e::oci::{Workdir, layer_digest, tamper_blob, with_custom_section};
-use orchard_e2e::scenario::plugin;
+use orchard_e2e::paths::plugin;
 use orchard_e2e::{TestEnv, run, run_failing, sha256, unique_suffix};
 use serde_json::Value;
 

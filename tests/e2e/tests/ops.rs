@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use orchard_e2e::harness::CONVERGE;
+use orchard_e2e::pdns::{self, ZONE};
 use orchard_e2e::poll_until;
-use orchard_e2e::scenario::{CONVERGE, Scenario};
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -39,7 +40,7 @@ fn sample(metrics: &str, series: &str, labels: &[&str]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread")]
 async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls() -> anyhow::Result<()>
 {
-    let mut s = Scenario::new("metrics").await?;
+    let (mut s, _pdns) = pdns::harness("metrics").await?;
     let port = free_port()?;
     let admin = format!("127.0.0.1:{port}");
     let _host = s.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
@@ -53,9 +54,9 @@ async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls() -
     .await?;
     assert_eq!(get(&format!("{base}/healthz")).await?.0, 200);
 
-    let zone = s.zone_name("metrics");
+    let zone = pdns::zone_name(&s, "metrics");
     s.apply(&zone_yaml("m", &zone)).await?;
-    s.wait_ready(&s.zones, "m").await?;
+    s.wait_ready(ZONE, "m").await?;
     let zone_labels = ["plugin=\"pdns-zone\"", "kind=\"DnsZone\""];
     // The pass is counted when it ends, a moment after its status write made the object ready
     // (the create marker is removed after it).
@@ -119,7 +120,7 @@ async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls() -
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_leader_is_replaced_within_the_lease_and_no_zone_is_duplicated()
 -> anyhow::Result<()> {
-    let mut s = Scenario::new("failover").await?;
+    let (mut s, pdns) = pdns::harness("failover").await?;
     let lease = format!("orchard-{}", s.id);
     let ns = s.ns.clone();
     let (port_a, port_b) = (free_port()?, free_port()?);
@@ -161,7 +162,9 @@ async fn a_killed_leader_is_replaced_within_the_lease_and_no_zone_is_duplicated(
     )?;
 
     // A batch of creates; the leader dies in the middle of it.
-    let zones: Vec<String> = (0..6).map(|i| s.zone_name(&format!("z{i}"))).collect();
+    let zones: Vec<String> = (0..6)
+        .map(|i| pdns::zone_name(&s, &format!("z{i}")))
+        .collect();
     for (i, zone) in zones.iter().enumerate() {
         s.apply(&zone_yaml(&format!("z{i}"), zone)).await?;
     }
@@ -177,7 +180,7 @@ async fn a_killed_leader_is_replaced_within_the_lease_and_no_zone_is_duplicated(
         "the standby reconciled: {standby}"
     );
     poll_until(CONVERGE, "the first zone to exist", || async {
-        Ok(s.pdns_zone(&zones[0]).await?)
+        Ok(pdns.zone(&zones[0]).await?)
     })
     .await?;
     a.kill_hard();
@@ -196,23 +199,17 @@ async fn a_killed_leader_is_replaced_within_the_lease_and_no_zone_is_duplicated(
     )
     .await?;
     for i in 0..zones.len() {
-        s.wait_ready(&s.zones, &format!("z{i}")).await?;
+        s.wait_ready(ZONE, &format!("z{i}")).await?;
     }
     for zone in &zones {
-        let z = s
-            .pdns_zone(zone)
+        let z = pdns
+            .zone(zone)
             .await?
             .with_context(|| format!("{zone} missing"))?;
         assert_eq!(z["name"], zone.as_str());
     }
     // Exactly one zone per object: nothing else of this scenario exists in PowerDNS.
-    let all: Vec<serde_json::Value> = s
-        .pdns
-        .get(format!("{}/zones", s.env.pdns_server_url()))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let all = pdns.zones().await?;
     let ours = all
         .iter()
         .filter(|z| {

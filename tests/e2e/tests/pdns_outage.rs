@@ -2,7 +2,8 @@
 //! its own, because stopping PowerDNS would break the scenarios running beside it (cargo runs
 //! test binaries one after another).
 
-use orchard_e2e::scenario::Scenario;
+use orchard_e2e::harness::progressing_message;
+use orchard_e2e::pdns::{self, ZONE};
 
 fn zone_yaml(name: &str, zone: &str) -> String {
     format!(
@@ -12,16 +13,16 @@ fn zone_yaml(name: &str, zone: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn powerdns_outage_is_transient_and_recovers_by_itself() -> anyhow::Result<()> {
-    let mut s = Scenario::new("outage").await?;
+    let (mut s, pdns) = pdns::harness("outage").await?;
     let _host = s.start_host(&[])?;
     let run = orchard_e2e::testenv;
     run("stop-pdns")?;
     let outcome = async {
-        let zone = s.zone_name("outage");
+        let zone = pdns::zone_name(&s, "outage");
         s.apply(&zone_yaml("outage", &zone)).await?;
         let obj = s
             .wait_condition(
-                &s.zones,
+                ZONE,
                 "outage",
                 "Progressing",
                 "True",
@@ -29,13 +30,13 @@ async fn powerdns_outage_is_transient_and_recovers_by_itself() -> anyhow::Result
             )
             .await?;
         assert!(
-            Scenario::progressing_message(&obj).contains("transport"),
+            progressing_message(&obj).contains("transport"),
             "{}",
-            Scenario::progressing_message(&obj)
+            progressing_message(&obj)
         );
         run("start-pdns")?;
-        s.wait_ready(&s.zones, "outage").await?;
-        assert!(s.pdns_zone(&zone).await?.is_some());
+        s.wait_ready(ZONE, "outage").await?;
+        assert!(pdns.zone(&zone).await?.is_some());
         anyhow::Ok(())
     }
     .await;

@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use orchard_e2e::harness::CONVERGE;
 use orchard_e2e::harness::{Harness, HostSpec, has_condition};
 use orchard_e2e::oci::{Workdir, layer_digest, tamper_blob, with_custom_section};
-use orchard_e2e::scenario::{CONVERGE, plugin, zone_resource};
+use orchard_e2e::paths::plugin;
+use orchard_e2e::pdns::zone_resource;
 use orchard_e2e::{poll_until, unique_suffix};
 use serde_json::{Value, json};
 

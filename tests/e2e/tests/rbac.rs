@@ -10,8 +10,9 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, bail, ensure};
+use orchard_e2e::harness::{CONVERGE, progressing_message};
+use orchard_e2e::pdns::{self, RECORD, ZONE};
 use orchard_e2e::poll_until;
-use orchard_e2e::scenario::{CONVERGE, Scenario};
 use serde_json::{Value, json};
 
 const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -122,7 +123,7 @@ fn zone_yaml(name: &str, zone: &str, extra: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidden()
 -> anyhow::Result<()> {
-    let mut s = Scenario::new("rbac").await?;
+    let (mut s, pdns) = pdns::harness("rbac").await?;
     if Path::new(SA_DIR).join("token").exists()
         && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
     {
@@ -157,27 +158,24 @@ async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidd
     let token = install_identity(&admin, &manifests, "orchard-e2e", &role["rules"])?;
     mount_service_account(&token, &ca)?;
     let host = s.start_host_in_cluster(&in_pod)?;
-    let zone = s.zone_name("rbac");
+    let zone = pdns::zone_name(&s, "rbac");
     s.apply(&zone_yaml("z", &zone, "")).await?;
-    s.wait_ready(&s.zones, "z")
+    s.wait_ready(ZONE, "z")
         .await
         .with_context(|| format!("host log: {}", host.log.display()))?;
-    assert!(s.pdns_zone(&zone).await?.is_some());
+    assert!(pdns.zone(&zone).await?.is_some());
     s.apply(&zone_yaml("z", &zone, ", account: rbac")).await?;
-    s.wait_ready(&s.zones, "z").await?;
-    assert_eq!(
-        s.pdns_zone(&zone).await?.context("zone")?["account"],
-        "rbac"
-    );
+    s.wait_ready(ZONE, "z").await?;
+    assert_eq!(pdns.zone(&zone).await?.context("zone")?["account"], "rbac");
     s.apply(&format!(
         "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsRecord\nmetadata: {{name: www}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{zoneRef: z, name: www, type: A, records: [192.0.2.7]}}\n"
     ))
     .await?;
-    s.wait_ready(&s.records, "www").await?;
-    s.delete(&s.records, "www").await?;
-    s.delete(&s.zones, "z").await?;
-    s.wait_gone(&s.zones, "z").await?;
-    assert!(s.pdns_zone(&zone).await?.is_none());
+    s.wait_ready(RECORD, "www").await?;
+    s.delete(RECORD, "www").await?;
+    s.delete(ZONE, "z").await?;
+    s.wait_gone(ZONE, "z").await?;
+    assert!(pdns.zone(&zone).await?.is_none());
     drop(host);
 
     // 2. Without `patch` on Secrets (needed for the deletion guard on the credentials).
@@ -191,20 +189,20 @@ async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidd
     mount_service_account(&token, &ca)?;
     let mut host = s.start_host_in_cluster(&in_pod)?;
     // A Secret nobody guards yet: the guard finalizer must be added, which needs the patch.
-    s.create_secret("pdns-fresh").await?;
-    let zone = s.zone_name("forbidden");
+    pdns::create_secret(&s, "pdns-fresh").await?;
+    let zone = pdns::zone_name(&s, "forbidden");
     s.apply(&zone_yaml("f", &zone, "").replace("secretName: pdns}", "secretName: pdns-fresh}"))
         .await?;
     let obj = s
-        .wait_condition(&s.zones, "f", "Progressing", "True", Some("TransientError"))
+        .wait_condition(ZONE, "f", "Progressing", "True", Some("TransientError"))
         .await?;
-    let message = Scenario::progressing_message(&obj);
+    let message = progressing_message(&obj);
     assert!(
         message.contains("forbidden") && message.contains("patch") && message.contains("secrets"),
         "{message}"
     );
     assert!(
-        s.pdns_zone(&zone).await?.is_none(),
+        pdns.zone(&zone).await?.is_none(),
         "created without its guard in place"
     );
     // Still running (no crash loop), and still retrying with backoff.

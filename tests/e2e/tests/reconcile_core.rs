@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use orchard_e2e::harness::{CONVERGE, progressing_message};
 use orchard_e2e::harness::{Harness, HostSpec};
+use orchard_e2e::paths::plugin;
+use orchard_e2e::pdns::{self, ZONE};
 use orchard_e2e::poll_until;
-use orchard_e2e::scenario::{CONVERGE, Scenario, plugin};
 use serde_json::json;
 
 fn zone_yaml(name: &str, zone: &str) -> String {
@@ -109,11 +111,11 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_zone_adopting_the_same_powerdns_zone_is_refused_and_nothing_is_deleted()
 -> anyhow::Result<()> {
-    let mut s = Scenario::new("claim-adoption").await?;
+    let (mut s, pdns) = pdns::harness("claim-adoption").await?;
     let _host = s.start_host(&[])?;
-    let zone = s.zone_name("claimed");
+    let zone = pdns::zone_name(&s, "claimed");
     s.apply(&zone_yaml("first", &zone)).await?;
-    let first = s.wait_ready(&s.zones, "first").await?;
+    let first = s.wait_ready(ZONE, "first").await?;
     assert!(
         !annotations(&first).contains(&"orchard.dev/create-pending".to_owned()),
         "the create marker is gone once status.id is recorded"
@@ -122,45 +124,45 @@ async fn a_second_zone_adopting_the_same_powerdns_zone_is_refused_and_nothing_is
     s.apply(&zone_yaml("second", &zone)).await?;
     let second = s
         .wait_condition(
-            &s.zones,
+            ZONE,
             "second",
             "Progressing",
             "False",
             Some("InvalidConfiguration"),
         )
         .await?;
-    let message = Scenario::progressing_message(&second);
+    let message = progressing_message(&second);
     assert!(message.contains(&format!("{}/first", s.ns)), "{message}");
     assert!(second.data["status"]["id"].is_null());
 
-    s.delete(&s.zones, "second").await?;
-    s.wait_gone(&s.zones, "second").await?;
+    s.delete(ZONE, "second").await?;
+    s.wait_gone(ZONE, "second").await?;
     assert!(
-        s.pdns_zone(&zone).await?.is_some(),
+        pdns.zone(&zone).await?.is_some(),
         "deleting the refused object deleted the other's zone"
     );
-    s.wait_ready(&s.zones, "first").await?;
-    s.delete(&s.zones, "first").await?;
-    s.wait_gone(&s.zones, "first").await?;
-    assert!(s.pdns_zone(&zone).await?.is_none(), "the zone leaked");
+    s.wait_ready(ZONE, "first").await?;
+    s.delete(ZONE, "first").await?;
+    s.wait_gone(ZONE, "first").await?;
+    assert!(pdns.zone(&zone).await?.is_none(), "the zone leaked");
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_imported_zone_cannot_be_adopted_by_a_managed_object() -> anyhow::Result<()> {
-    let mut s = Scenario::new("claim-import").await?;
-    let zone = s.zone_name("imported");
-    s.pdns_create_zone(&zone, "someone").await?;
+    let (mut s, pdns) = pdns::harness("claim-import").await?;
+    let zone = pdns::zone_name(&s, "imported");
+    pdns.create_zone(&zone, "someone").await?;
     let _host = s.start_host(&[])?;
     s.apply(&format!(
         "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: reader}}\nspec:\n  managementPolicy: unmanaged\n  credentialsRef: {{secretName: pdns}}\n  import: {{id: \"{zone}\"}}\n"
     ))
     .await?;
-    s.wait_ready(&s.zones, "reader").await?;
+    s.wait_ready(ZONE, "reader").await?;
     s.apply(&zone_yaml("taker", &zone)).await?;
     let taker = s
         .wait_condition(
-            &s.zones,
+            ZONE,
             "taker",
             "Progressing",
             "False",
@@ -168,55 +170,52 @@ async fn an_imported_zone_cannot_be_adopted_by_a_managed_object() -> anyhow::Res
         )
         .await?;
     assert!(
-        Scenario::progressing_message(&taker).contains(&format!("{}/reader", s.ns)),
+        progressing_message(&taker).contains(&format!("{}/reader", s.ns)),
         "{taker:?}"
     );
-    s.delete(&s.zones, "taker").await?;
-    s.wait_gone(&s.zones, "taker").await?;
+    s.delete(ZONE, "taker").await?;
+    s.wait_gone(ZONE, "taker").await?;
     assert!(
-        s.pdns_zone(&zone).await?.is_some(),
+        pdns.zone(&zone).await?.is_some(),
         "the imported zone was deleted"
     );
-    s.pdns_delete_zone(&zone).await?;
+    pdns.delete_zone(&zone).await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_status_id_edited_to_another_zones_id_never_deletes_that_zone() -> anyhow::Result<()> {
-    let mut s = Scenario::new("claim-edit").await?;
+    let (mut s, pdns) = pdns::harness("claim-edit").await?;
     let _host = s.start_host(&[])?;
-    let (zone_a, zone_b) = (s.zone_name("a"), s.zone_name("b"));
+    let (zone_a, zone_b) = (pdns::zone_name(&s, "a"), pdns::zone_name(&s, "b"));
     s.apply(&zone_yaml("a", &zone_a)).await?;
     s.apply(&zone_yaml("b", &zone_b)).await?;
-    s.wait_ready(&s.zones, "a").await?;
-    s.wait_ready(&s.zones, "b").await?;
+    s.wait_ready(ZONE, "a").await?;
+    s.wait_ready(ZONE, "b").await?;
     // A hostile (or mistaken) edit: b claims a's zone.
-    s.zones
+    s.api(ZONE)
         .patch_status(
             "b",
             &PatchParams::default(),
             &Patch::Merge(json!({"status": {"id": zone_a}})),
         )
         .await?;
-    s.delete(&s.zones, "b").await?;
-    s.wait_gone(&s.zones, "b").await?;
-    assert!(
-        s.pdns_zone(&zone_a).await?.is_some(),
-        "a's zone was deleted"
-    );
-    assert!(s.pdns_zone(&zone_b).await?.is_none(), "b's own zone leaked");
-    s.wait_ready(&s.zones, "a").await?;
+    s.delete(ZONE, "b").await?;
+    s.wait_gone(ZONE, "b").await?;
+    assert!(pdns.zone(&zone_a).await?.is_some(), "a's zone was deleted");
+    assert!(pdns.zone(&zone_b).await?.is_none(), "b's own zone leaked");
+    s.wait_ready(ZONE, "a").await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_finalizer_removed_by_hand_comes_back() -> anyhow::Result<()> {
-    let mut s = Scenario::new("finalizer").await?;
+    let (mut s, pdns) = pdns::harness("finalizer").await?;
     let _host = s.start_host(&[])?;
-    let zone = s.zone_name("fin");
+    let zone = pdns::zone_name(&s, "fin");
     s.apply(&zone_yaml("fin", &zone)).await?;
-    s.wait_ready(&s.zones, "fin").await?;
-    let zones: &Api<DynamicObject> = &s.zones;
+    s.wait_ready(ZONE, "fin").await?;
+    let zones = s.api(ZONE);
     zones
         .patch(
             "fin",
@@ -234,9 +233,9 @@ async fn a_finalizer_removed_by_hand_comes_back() -> anyhow::Result<()> {
             .then_some(()))
     })
     .await?;
-    s.delete(&s.zones, "fin").await?;
-    s.wait_gone(&s.zones, "fin").await?;
-    assert!(s.pdns_zone(&zone).await?.is_none(), "the zone leaked");
+    s.delete(ZONE, "fin").await?;
+    s.wait_gone(ZONE, "fin").await?;
+    assert!(pdns.zone(&zone).await?.is_none(), "the zone leaked");
     Ok(())
 }
 
