@@ -348,6 +348,7 @@ impl App {
         metrics::global().set_leader(false);
         if lost_lease {
             stop.cancel();
+            // A lease is only lost when leader election runs, so its name is always known.
             let lease = config
                 .leader_election
                 .as_ref()

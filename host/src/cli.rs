@@ -512,6 +512,7 @@ impl InvokeArgs {
                 .runtime()?
                 .load_file(&self.plugin, None, self.sandbox.plugin_config()?)?;
         let manifest = self.object.as_ref().map(read_manifest).transpose()?;
+        // No `--object`: the call gets an empty object (no spec), which is what the user asked.
         let mut obj = manifest
             .as_ref()
             .map(ManagedObject::from_manifest)

@@ -34,6 +34,7 @@ pub fn to_json(
     generation: Option<i64>,
     now: Timestamp,
 ) -> Value {
+    // No conditions yet (or not a list): every condition is new and its transition time is now.
     let old = existing.as_array().map(Vec::as_slice).unwrap_or_default();
     Value::Array(
         conditions

@@ -234,6 +234,7 @@ pub async fn apply_crd(
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, Patch, PatchParams};
 
+    // The CRD comes from this module's builders, which always set `metadata.name`.
     let name = crd["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -273,6 +274,7 @@ pub async fn apply_crd(
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let established = api.get_opt(&name).await.ok().flatten().is_some_and(|crd| {
+            // No conditions yet: not Established; poll again.
             crd.status
                 .and_then(|s| s.conditions)
                 .unwrap_or_default()

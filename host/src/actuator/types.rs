@@ -262,6 +262,8 @@ impl ManagedObject {
     /// `status.id`. Credentials and dependencies are resolved by the caller.
     pub fn from_manifest(obj: &Value) -> Self {
         let meta = &obj["metadata"];
+        // Absent metadata reads as empty, as the apiserver omits empty fields: a manifest from
+        // a file (`orchard call`) or a test has no uid, labels or annotations.
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         let map = |v: &Value| -> BTreeMap<String, String> {
             v.as_object()

@@ -100,6 +100,8 @@ impl WasmConfig {
     /// Parses a config blob of `media_type`. The older convention's config is usually `{}`.
     pub fn parse(reference: &str, media_type: &str, bytes: &[u8]) -> Result<Self, Error> {
         if media_type == LEGACY_WASM_CONFIG_MEDIA_TYPE {
+            // Nothing in the older convention's config is required; tools wrote `{}` or
+            // their own fields, so one that does not read is an empty config.
             return Ok(serde_json::from_slice(bytes).unwrap_or_default());
         }
         serde_json::from_slice(bytes).map_err(|e| Error::Layout {

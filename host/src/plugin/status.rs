@@ -45,6 +45,7 @@ pub async fn write(
     if unchanged {
         return Ok(());
     }
+    // No status yet: no previous conditions (conditions, plain strings, always serialise).
     let existing = status
         .and_then(|s| serde_json::to_value(&s.conditions).ok())
         .unwrap_or_default();

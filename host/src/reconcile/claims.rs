@@ -11,6 +11,7 @@
 //! - a delete MUST NOT delete an external resource whose id another live object holds;
 //! - unmanaged objects never write, so they may import an id that others hold.
 
+use crate::reconcile::StoredMeta;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -35,8 +36,8 @@ impl Holder {
     /// The holder `obj` would be.
     pub fn of(obj: &DynamicObject) -> Self {
         Self {
-            uid: obj.uid().unwrap_or_default(),
-            key: format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()),
+            uid: obj.stored_uid(),
+            key: format!("{}/{}", obj.stored_namespace(), obj.name_any()),
             created: obj.metadata.creation_timestamp.as_ref().map(|t| t.0),
             managed: obj.data["spec"]["managementPolicy"].as_str() != Some("unmanaged"),
         }
@@ -126,7 +127,7 @@ impl Claims {
 
     /// The watch saw `obj` go, or the host released it.
     pub fn forget(&self, obj: &DynamicObject) {
-        let uid = obj.uid().unwrap_or_default();
+        let uid = obj.stored_uid();
         let mut index = self.lock();
         index.remove_uid(&uid);
         index.reserved.remove(&uid);
@@ -134,7 +135,7 @@ impl Claims {
 
     /// A pass of `obj` ended without recording what it reserved.
     pub fn unreserve(&self, obj: &DynamicObject) {
-        self.lock().reserved.remove(&obj.uid().unwrap_or_default());
+        self.lock().reserved.remove(&obj.stored_uid());
     }
 
     /// Another live object that holds `id` before `obj` does: the one `obj` must yield to.
@@ -152,7 +153,7 @@ impl Claims {
 
     /// Any other live object holding `id`.
     pub fn other_holder(&self, obj: &DynamicObject, id: &str) -> Option<Holder> {
-        let uid = obj.uid().unwrap_or_default();
+        let uid = obj.stored_uid();
         let index = self.lock();
         index
             .holders(id)

@@ -61,6 +61,7 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
         return release(obj, ctx).await;
     }
 
+    // Cannot fail: a DynamicObject is JSON already (string keys only).
     let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
     let resolution = deps::resolve(
         ctx.ops.as_ref(),
@@ -157,6 +158,7 @@ async fn locate_for_delete(
         }
     }
     let found = answer(ctx.actuator.list_for_adoption(mo).await)?;
+    // `None`: adoption does not apply to this object, so nothing to delete by name.
     let candidates: Vec<ExternalResource> = found
         .unwrap_or_default()
         .into_iter()

@@ -25,6 +25,7 @@ use super::Error;
 use super::envelope::Envelope;
 use super::ops::ObjectOps;
 use crate::actuator::{Dependency, Description, Progress, WaitEvent};
+use crate::reconcile::StoredMeta;
 
 /// The kind name under which the credentials Secret is tracked.
 pub const SECRET: &str = "Secret";
@@ -110,7 +111,7 @@ pub fn input_key(dep: &DynamicObject) -> String {
 /// cached): a terminal failure is retried when it changes, since the cause may have been
 /// fixed there.
 pub fn inputs_fingerprint(ops: &dyn ObjectOps, d: &Description, obj: &DynamicObject) -> u64 {
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.stored_namespace();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for (kind, name) in references(d, obj) {
         (kind.as_str(), name.as_str()).hash(&mut hasher);
@@ -179,7 +180,7 @@ pub async fn resolve(
     envelope: &Envelope,
     purpose: Purpose,
 ) -> Result<Resolution, Error> {
-    let ns = obj.namespace().unwrap_or_default();
+    let ns = obj.stored_namespace();
     let spec = &obj.data["spec"];
     let mut waiting = Vec::new();
     let mut dependencies = Vec::new();
@@ -281,6 +282,8 @@ fn secret_data(data: &Value) -> BTreeMap<String, Vec<u8>> {
                 })
                 .collect()
         })
+        // A Secret without data gives no credentials; the plugin names the missing key
+        // (`Object::credential`). The apiserver only returns base64 values.
         .unwrap_or_default()
 }
 
@@ -293,11 +296,8 @@ pub async fn apply_guard(
     finalizers: Value,
 ) -> Result<(), Error> {
     let name = dep.name_any();
-    let api = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        &dep.namespace().unwrap_or_default(),
-        resource,
-    );
+    let api =
+        Api::<DynamicObject>::namespaced_with(client.clone(), &dep.stored_namespace(), resource);
     let body = json!({
         "apiVersion": resource.api_version,
         "kind": resource.kind,

@@ -29,6 +29,7 @@ use super::ops::Note;
 use super::status::{self, Pass, StatusId};
 use super::{Context, Error, PassRecord, deps, has_finalizer};
 use crate::actuator::{CallError, CallResult, Failure, Progress};
+use crate::reconcile::StoredMeta;
 
 /// Annotation set while a create is in flight; an interrupted create is never repeated blindly.
 pub const CREATE_PENDING: &str = "orchard.dev/create-pending";
@@ -56,9 +57,9 @@ impl From<Next> for Action {
 
 /// The entry point kube-runtime calls for every object of the kind.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let span = tracing::info_span!("reconcile", plugin = ctx.plugin(), object = %obj.name_any(), namespace = %obj.namespace().unwrap_or_default());
+    let span = tracing::info_span!("reconcile", plugin = ctx.plugin(), object = %obj.name_any(), namespace = %obj.stored_namespace());
     let metrics = crate::ops::metrics::global();
-    let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+    let key = format!("{}/{}", obj.stored_namespace(), obj.name_any());
     metrics.set_queued(ctx.plugin(), &key, false);
     let started = std::time::Instant::now();
     let outcome = reconcile_object(&obj, &ctx).instrument(span).await;
@@ -254,7 +255,7 @@ async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result
 
 /// Phase 6: when to come back.
 fn next_action(obj: &DynamicObject, ctx: &Context, pass: &Pass, resync: Option<Duration>) -> Next {
-    let key = obj.uid().unwrap_or_default();
+    let key = obj.stored_uid();
     if let Some(failure) = &pass.failure {
         if failure.is_terminal() {
             ctx.backoff.reset(&key);

@@ -17,6 +17,7 @@ use super::cache::{Change, KindCache};
 use super::deps::{apply_guard, dependents, references};
 use super::{Error, Names, has_finalizer};
 use crate::actuator::Description;
+use crate::reconcile::StoredMeta;
 
 /// What the guard of one dependency kind needs.
 pub struct Guard {
@@ -64,7 +65,7 @@ pub async fn run(
     .watches_shared_stream_with(
         dependents,
         move |obj| {
-            let ns = obj.namespace().unwrap_or_default();
+            let ns = obj.stored_namespace();
             references(&d, &obj)
                 .into_iter()
                 .filter(|(kind, _)| *kind == k)

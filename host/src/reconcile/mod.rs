@@ -49,6 +49,27 @@ use triggers::Triggers;
 
 pub use envelope::parse_duration;
 
+/// The metadata the apiserver sets on every stored object of a plugin's kind, read without
+/// an `Option` at each use. An object built in a unit test may lack them; it then gets `""`,
+/// which only ever serves as a map key or a namespace there.
+pub(crate) trait StoredMeta {
+    /// `metadata.uid`: the apiserver sets it on create, so a watched object always has one.
+    fn stored_uid(&self) -> String;
+    /// `metadata.namespace`: every plugin kind is namespaced (the CRD says so), and so are
+    /// its dependencies (same namespace by the contract).
+    fn stored_namespace(&self) -> String;
+}
+
+impl<K: Resource> StoredMeta for K {
+    fn stored_uid(&self) -> String {
+        self.meta().uid.clone().unwrap_or_default()
+    }
+
+    fn stored_namespace(&self) -> String {
+        self.meta().namespace.clone().unwrap_or_default()
+    }
+}
+
 /// Errors of the reconciler: the Kubernetes API failed. Actuator failures are not errors here:
 /// they end up in the object's conditions.
 #[derive(Debug, thiserror::Error)]
@@ -256,19 +277,17 @@ impl Context {
 
     /// The last pass of `obj` this host ran, if any.
     pub fn pass_record(&self, obj: &DynamicObject) -> Option<PassRecord> {
-        self.passes()
-            .get(obj.uid().as_deref().unwrap_or_default())
-            .copied()
+        self.passes().get(&obj.stored_uid()).copied()
     }
 
     /// Records a pass of `obj`.
     pub fn record_pass(&self, obj: &DynamicObject, record: PassRecord) {
-        self.passes().insert(obj.uid().unwrap_or_default(), record);
+        self.passes().insert(obj.stored_uid(), record);
     }
 
     /// Forgets `obj` (released, or gone): its pass record, backoff and claims.
     pub fn forget(&self, obj: &DynamicObject) {
-        let uid = obj.uid().unwrap_or_default();
+        let uid = obj.stored_uid();
         self.passes().remove(&uid);
         self.backoff.reset(&uid);
         self.claims.forget(obj);
@@ -388,11 +407,11 @@ pub async fn run(
             futures::future::ready(match change {
                 Change::Applied(dep) => {
                     let key = deps::input_key(&dep);
-                    let uid = dep.uid().unwrap_or_default();
+                    let uid = dep.stored_uid();
                     (seen.insert(uid, key.clone()).as_ref() != Some(&key)).then_some(dep)
                 }
                 Change::Deleted(dep) => {
-                    seen.remove(&dep.uid().unwrap_or_default());
+                    seen.remove(&dep.stored_uid());
                     Some(dep)
                 }
             })
@@ -498,7 +517,7 @@ pub async fn run(
     reason = "the signature kube's Controller::run requires"
 )]
 fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = obj.uid().unwrap_or_default();
+    let key = obj.stored_uid();
     let delay = ctx.backoff.next(&key);
     tracing::warn!(plugin = ctx.plugin(), object = %obj.name_any(), error = %error, retry_in_ms = delay.as_millis(), "reconcile failed");
     Action::requeue(delay)
@@ -506,8 +525,7 @@ fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Ac
 
 /// A reference to `obj` for the controller's queue.
 pub fn object_ref(obj: &DynamicObject, resource: &ApiResource) -> ObjectRef<DynamicObject> {
-    ObjectRef::new_with(&obj.name_any(), resource.clone())
-        .within(&obj.namespace().unwrap_or_default())
+    ObjectRef::new_with(&obj.name_any(), resource.clone()).within(&obj.stored_namespace())
 }
 
 /// Whether the object's metadata lists this finalizer.

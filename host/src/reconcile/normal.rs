@@ -43,6 +43,7 @@ enum Found {
 
 /// Runs the flow over `obj`.
 pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Result<Pass, Error> {
+    // Cannot fail: a DynamicObject is JSON already (string keys only).
     let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
     let resolution = deps::resolve(
         ctx.ops.as_ref(),

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::cache::KindCache;
 use super::{Error, Names};
+use crate::reconcile::StoredMeta;
 
 /// Longest Event note the apiserver accepts (events.k8s.io/v1 `note`: 1 kB).
 pub const MAX_EVENT_NOTE: usize = 1024;
@@ -116,11 +117,7 @@ impl KubeOps {
     }
 
     fn api(&self, obj: &DynamicObject) -> Api<DynamicObject> {
-        Api::namespaced_with(
-            self.client.clone(),
-            &obj.namespace().unwrap_or_default(),
-            &self.resource,
-        )
+        Api::namespaced_with(self.client.clone(), &obj.stored_namespace(), &self.resource)
     }
 
     fn kube_error(

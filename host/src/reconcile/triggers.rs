@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 use super::flow::CREATE_PENDING;
+use crate::reconcile::StoredMeta;
 
 /// What of an object can start a pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,7 @@ impl Triggers {
     /// Whether this event of `obj` starts a pass (the first sight of an object always does).
     pub fn admit(&self, obj: &DynamicObject) -> bool {
         let key = Key::of(obj, &self.finalizer);
-        let uid = obj.uid().unwrap_or_default();
+        let uid = obj.stored_uid();
         let mut seen = self
             .seen
             .lock()
@@ -97,7 +98,7 @@ impl Triggers {
         self.seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&obj.uid().unwrap_or_default());
+            .remove(&obj.stored_uid());
     }
 
     /// Objects remembered (for tests).
