@@ -7,7 +7,12 @@
 //! Writes `results.json`, `summary.md` and one `<contender>.csv` time series per contender
 //! into `--out`.
 
+#![forbid(unsafe_code)]
+// The report divides counts (objects, requests, KiB) as `f64`; they stay far below 2^52.
+#![allow(clippy::cast_precision_loss)]
+
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -72,7 +77,7 @@ struct Args {
     commit: String,
     /// Extra argument for every `orchard run`; repeat.
     #[arg(long = "orchard-arg", allow_hyphen_values = true)]
-    orchard_args: Vec<String>,
+    orchard_flags: Vec<String>,
 }
 
 /// The job a contender is given.
@@ -209,7 +214,11 @@ impl Env {
 
     async fn config(&self) -> anyhow::Result<kube::Config> {
         let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
-        Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
+        Ok(kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?)
     }
 }
 
@@ -492,7 +501,7 @@ fn start(
             .arg(&plugin)
             .args(["--install-crds", "--allow-host", &allow])
             .args(["--admin-addr", &admin, "--namespace", ns])
-            .args(&args.orchard_args)
+            .args(&args.orchard_flags)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1");
         if contender == Contender::OrchardNative {
@@ -533,7 +542,7 @@ async fn wait_ready(
         "healthz"
     };
     let url = format!("http://{}/{path}", p.admin.clone().unwrap_or_default());
-    let until = Instant::now() + Duration::from_secs(180);
+    let until = Instant::now() + Duration::from_mins(3);
     while Instant::now() < until {
         if !p.alive() {
             bail!("{} exited; log: {}", contender.name(), p.log.display());
@@ -684,6 +693,12 @@ async fn watch_until(
     requests_s: &mut f64,
     goal: impl Fn(&Seen) -> bool,
 ) -> anyhow::Result<Option<f64>> {
+    #[allow(clippy::large_enum_variant)] // one short-lived value per loop turn
+    enum Step {
+        Event(Option<watcher::Result<watcher::Event<DynamicObject>>>),
+        Requests(Result<anyhow::Result<(usize, usize)>, tokio::task::JoinError>),
+        Tick,
+    }
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut last_print = Instant::now();
     let mut last = (usize::MAX, usize::MAX);
@@ -709,12 +724,6 @@ async fn watch_until(
                 now.1
             );
             return Ok(None);
-        }
-        #[allow(clippy::large_enum_variant)] // one short-lived value per loop turn
-        enum Step {
-            Event(Option<watcher::Result<watcher::Event<DynamicObject>>>),
-            Requests(Result<anyhow::Result<(usize, usize)>, tokio::task::JoinError>),
-            Tick,
         }
         let pending = async {
             match requests.as_mut() {
@@ -742,7 +751,7 @@ async fn watch_until(
                 }
                 if last_print.elapsed() >= Duration::from_secs(1) {
                     last_print = Instant::now();
-                    let rss = proc_stat(pid).map(|s| s.rss_kib / 1024).unwrap_or(0);
+                    let rss = proc_stat(pid).map_or(0, |s| s.rss_kib / 1024);
                     println!(
                         "[{label}] {phase} {:6.1} s: {:>6} available, {:>6} exist, of {n}  (rss {rss} MiB)",
                         started.elapsed().as_secs_f64(),
@@ -971,7 +980,7 @@ async fn run_contender(
     drop(stream);
     // Events recorded in the namespace (exact, unlike the apiserver's global counters).
     let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await?
         .items;
     let event_objects = events.len();
@@ -1132,7 +1141,7 @@ async fn ensure_crd(args: &Args, client: &Client, job: Job) -> anyhow::Result<()
         let crd: CustomResourceDefinition = serde_yaml::from_slice(&out.stdout)?;
         crds.create(&PostParams::default(), &crd).await?;
     }
-    let until = Instant::now() + Duration::from_secs(60);
+    let until = Instant::now() + Duration::from_mins(1);
     while Instant::now() < until {
         let crd = crds.get(&name).await?;
         let established = crd
@@ -1151,8 +1160,7 @@ async fn ensure_crd(args: &Args, client: &Client, job: Job) -> anyhow::Result<()
 
 fn fmt_opt(v: &Value, digits: usize) -> String {
     v.as_f64()
-        .map(|f| format!("{f:.digits$}"))
-        .unwrap_or_else(|| "—".to_owned())
+        .map_or_else(|| "—".to_owned(), |f| format!("{f:.digits$}"))
 }
 
 fn summary(results: &[Value], header: &str) -> String {
@@ -1160,8 +1168,10 @@ fn summary(results: &[Value], header: &str) -> String {
     s.push_str(header);
     s.push_str("\n\n| contender | kind | N | all Available | all deleted | Available/s | deleted/s | peak RSS | RSS after delete | CPU s | API writes/object (create + delete) | GETs/object | object changes/object | Events/object | actuator calls/object | reconciles/object | transient errors | ok |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in results {
-        s.push_str(&format!(
-            "| {} | {} | {} | {} s | {} s | {} | {} | {} MiB | {} MiB | {} | {} ({} + {}) | {} | {} | {} | {} | {} | {} | {} |\n",
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} s | {} s | {} | {} | {} MiB | {} MiB | {} | {} ({} + {}) | {} | {} | {} | {} | {} | {} | {} |",
             r["contender"].as_str().unwrap_or(""),
             r["kind"].as_str().unwrap_or(""),
             r["objects"],
@@ -1182,7 +1192,7 @@ fn summary(results: &[Value], header: &str) -> String {
             r["reconciles_per_object"],
             r["transient_errors"],
             if r["ok"] == true { "yes" } else { "**no**" },
-        ));
+        );
     }
     let rate = |name: &str, key: &str| {
         results
@@ -1192,7 +1202,7 @@ fn summary(results: &[Value], header: &str) -> String {
     };
     let mut ratio = |what: &str, a: &str, b: &str, key: &str| {
         if let (Some(x), Some(y)) = (rate(a, key), rate(b, key)) {
-            s.push_str(&format!("\n- {what}: {a} / {b} = **{:.2}**", x / y));
+            let _ = write!(s, "\n- {what}: {a} / {b} = **{:.2}**", x / y);
         }
     };
     ratio(
