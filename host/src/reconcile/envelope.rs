@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn durations_parse_like_kubernetes_durations() {
         assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_mins(90)));
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
         assert_eq!(parse_duration("0s"), Some(Duration::ZERO));
         assert_eq!(parse_duration("10"), None);

@@ -107,7 +107,7 @@ impl System {
 
 #[async_trait]
 impl Actuator for System {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "fake"
     }
     async fn describe(&self) -> CallResult<Description> {
@@ -386,6 +386,7 @@ impl ObjectOps for Cluster {
 // Helpers
 // ---------------------------------------------------------------------------------------
 
+#[allow(clippy::needless_pass_by_value, reason = "callers pass json! literals")]
 fn object(name: &str, created: i64, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "fake.orchard.dev/v1", "kind": "Thing",
@@ -446,7 +447,7 @@ impl World {
         self.set(|o| {
             o.metadata.deletion_timestamp = Some(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
-            )
+            );
         });
     }
 }
@@ -598,7 +599,7 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
         let w = World::with(system, managed("a"));
         let start = tokio::time::Instant::now();
         let mut creates = 0;
-        while start.elapsed() < Duration::from_secs(60) {
+        while start.elapsed() < Duration::from_mins(1) {
             let (pass, next) = w.pass().await;
             creates += w.system.calls().iter().filter(|c| *c == "create").count();
             assert_eq!(
@@ -1038,7 +1039,7 @@ async fn delete_waits_for_foreign_finalizers() {
         o.metadata
             .finalizers
             .get_or_insert_default()
-            .push("x.dev/guard".into())
+            .push("x.dev/guard".into());
     });
     w.delete();
     w.system.calls();

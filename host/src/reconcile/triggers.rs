@@ -122,6 +122,7 @@ mod tests {
 
     const F: &str = "orchard.dev/p";
 
+    #[allow(clippy::needless_pass_by_value, reason = "callers pass json! literals")]
     fn obj(generation: i64, finalizers: &[&str], annotations: Value) -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "x.dev/v1", "kind": "Thing",

@@ -4,6 +4,8 @@
 //! Credentials come from the object's credentials Secret: `url` (e.g.
 //! `http://127.0.0.1:8081`), `apiKey`, and optionally `serverId` (default `localhost`).
 
+#![forbid(unsafe_code)]
+
 use orchard_sdk::http::{self, Request, Response};
 use orchard_sdk::{Failure, Object};
 use serde::{Deserialize, Serialize};
@@ -131,7 +133,7 @@ impl Client {
     }
 
     /// Replaces or deletes record sets (`changetype` REPLACE / DELETE).
-    pub fn patch_rrsets(&self, zone: &str, rrsets: serde_json::Value) -> Result<(), Failure> {
+    pub fn patch_rrsets(&self, zone: &str, rrsets: &serde_json::Value) -> Result<(), Failure> {
         let req =
             http::patch(self.zone_url(zone)).json(&serde_json::json!({ "rrsets": rrsets }))?;
         self.send(req, &format!("patch record sets of zone {zone}"))

@@ -8,6 +8,8 @@
 //! - import filter: `zone`, `name`, `type`, matched exactly;
 //! - mutable through the `records` reconciler: `ttl`, `records`.
 
+#![forbid(unsafe_code)]
+
 use orchard_sdk::{Actuator, DependencyDecl, Description, Failure, Object, Resource, Status, json};
 use pdns_client::{Client, RRset, canonical};
 use serde::{Deserialize, Serialize};
@@ -128,7 +130,7 @@ fn replace(client: &Client, d: &Desired, spec: &RecordSpec) -> Result<(), Failur
         .collect();
     client.patch_rrsets(
         &d.zone,
-        json!([{ "name": d.name, "type": d.rtype, "ttl": spec.ttl, "changetype": "REPLACE", "records": records }]),
+        &json!([{ "name": d.name, "type": d.rtype, "ttl": spec.ttl, "changetype": "REPLACE", "records": records }]),
     )
 }
 
@@ -154,7 +156,7 @@ impl Actuator for PdnsRecord {
                              "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
                     "type": {"type": "string", "maxLength": 16, "pattern": "^[A-Za-z0-9]+$",
                              "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "type is immutable"}]},
-                    "ttl": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 3600},
+                    "ttl": {"type": "integer", "minimum": 1, "maximum": i32::MAX, "default": 3600},
                     "records": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string", "maxLength": 4096}}
                 }
             })
@@ -279,7 +281,7 @@ impl Actuator for PdnsRecord {
             let r = &res.state.rrset;
             client.patch_rrsets(
                 &res.state.zone,
-                json!([{ "name": r.name, "type": r.rtype, "changetype": "DELETE" }]),
+                &json!([{ "name": r.name, "type": r.rtype, "changetype": "DELETE" }]),
             )?;
             Ok(Status::done())
         };

@@ -6,6 +6,8 @@
 //! - mutable through the `settings` reconciler: `kind`, `account`; immutable: `name`,
 //!   `nameservers` (set at creation).
 
+#![forbid(unsafe_code)]
+
 use orchard_sdk::{Actuator, Availability, Description, Failure, Object, Resource, Status, json};
 use pdns_client::{Client, Zone, canonical};
 use serde::Deserialize;

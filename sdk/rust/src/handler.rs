@@ -67,7 +67,7 @@ mod tests {
 
     impl ResourceHandler for Ttl {
         type Current = u32;
-        fn name(&self) -> &str {
+        fn name(&self) -> &'static str {
             "ttl"
         }
         fn is_required(&self) -> bool {

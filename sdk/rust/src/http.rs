@@ -214,7 +214,7 @@ mod transport {
             Method::Patch => WasiMethod::Patch,
             Method::Delete => WasiMethod::Delete,
         };
-        let invalid = |_| Error::InvalidUrl(req.url.clone());
+        let invalid = |()| Error::InvalidUrl(req.url.clone());
         request.set_method(&method).map_err(invalid)?;
         request.set_scheme(Some(&scheme)).map_err(invalid)?;
         request.set_authority(Some(authority)).map_err(invalid)?;

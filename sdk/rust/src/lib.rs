@@ -15,6 +15,7 @@
 //! [`Raw`], which is how Orchard measures the cost of the Wasm boundary.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod actuator;
 pub mod handler;
@@ -32,7 +33,7 @@ pub use types::*;
 
 /// Bindings generated from `wit/actuator.wit` (world `actuator-plugin`).
 #[cfg(target_arch = "wasm32")]
-#[allow(missing_docs, clippy::all, reason = "bindgen-generated code")]
+#[allow(missing_docs, clippy::all, clippy::pedantic, reason = "bindgen-generated code")]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
