@@ -1,4 +1,4 @@
-//! The worker of one Plugin: runs the phases of [`Worker::sync`] whenever the Plugin's spec
+//! The worker of one Plugin: runs the phases of `Worker::sync` whenever the Plugin's spec
 //! changes, after a failure (with backoff), and every poll interval for a tag reference.
 //!
 //! Contract:
