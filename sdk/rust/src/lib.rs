@@ -33,7 +33,12 @@ pub use types::*;
 
 /// Bindings generated from `wit/actuator.wit` (world `actuator-plugin`).
 #[cfg(target_arch = "wasm32")]
-#[allow(missing_docs, clippy::all, clippy::pedantic, reason = "bindgen-generated code")]
+#[allow(
+    missing_docs,
+    clippy::all,
+    clippy::pedantic,
+    reason = "bindgen-generated code"
+)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
