@@ -69,9 +69,11 @@ bench: plugins
 fmt:
 	cargo fmt --all
 
+## What CI checks before the tests: rustfmt, clippy (pedantic) and rustdoc, warnings as errors.
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets
+	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace --quiet
 
 ## Throughput at scale (docs/benchmarks.md "Throughput"): all contenders, N=1000 by default;
 ## `make bench-throughput BENCH_ARGS="--objects 200 --contenders orchard-component,kopf"`.

@@ -21,6 +21,11 @@ step "host and test binaries"
 # (`cargo test` builds the orchard binary too: integration tests need it, same features.)
 cargo test --workspace --no-run
 
+step "lints and API docs (rustfmt, clippy pedantic, rustdoc, all as errors)"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace --quiet
+
 step "test environment up"
 bash tests/env/testenv.sh up
 trap 'step "test environment down"; bash tests/env/testenv.sh down' EXIT

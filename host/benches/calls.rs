@@ -29,9 +29,10 @@ fn plugin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("ORCHARD_PLUGIN_DIR") {
         return dir.into();
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    );
     target.join("wasm32-wasip2/plugin")
 }
 

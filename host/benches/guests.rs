@@ -46,8 +46,7 @@ fn plugin_dir() -> PathBuf {
 /// A runtime with the benchmark's persistent compiled-component cache.
 fn runtime() -> Runtime {
     let dir = std::env::var_os("ORCHARD_BENCH_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| paths::target_dir().join("bench-cache"));
+        .map_or_else(|| paths::target_dir().join("bench-cache"), PathBuf::from);
     Runtime::new(Some(dir)).unwrap()
 }
 
@@ -79,7 +78,7 @@ fn guests() -> Vec<Guest> {
             resource: ExternalResource {
                 id: "example.org.".into(),
                 state: json!({"id": "example.org.", "name": "example.org.", "kind": "Native",
-                              "serial": 2026112901, "account": "platform", "dnssec": false}),
+                              "serial": 2_026_112_901, "account": "platform", "dnssec": false}),
             },
         },
         Guest {

@@ -105,7 +105,7 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(app.run(shutdown.clone()));
 
-    poll("the host to be ready", Duration::from_secs(60), || async {
+    poll("the host to be ready", Duration::from_mins(1), || async {
         health.is_ready().then_some(())
     })
     .await;

@@ -249,11 +249,6 @@ async fn a_component_of_another_world_is_refused_with_a_clear_error() {
     assert!(err.to_string().contains("not-a-plugin"), "{err}");
 }
 
-/// Margin over deadline + one tick for a stopped guest to come back: scheduling of the
-/// ticker and test threads on a loaded 2-core machine (a CPU hog here, other builds around).
-/// Measured stops are in docs/benchmarks.md; this is several times the worst one seen.
-const STOP_MARGIN: Duration = Duration::from_millis(150);
-
 #[test]
 fn a_spinning_guest_is_stopped_within_the_deadline_and_one_tick_under_load() {
     let (rt, _cache) = runtime();
@@ -264,7 +259,7 @@ fn a_spinning_guest_is_stopped_within_the_deadline_and_one_tick_under_load() {
         .unwrap();
     let _hog = CpuHog::start();
     let timeout = plugin.limits().call_timeout;
-    let mut worst = Duration::ZERO;
+    let mut past = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
         let err = tokio
@@ -273,16 +268,22 @@ fn a_spinning_guest_is_stopped_within_the_deadline_and_one_tick_under_load() {
         let took = started.elapsed();
         assert!(matches!(err, CallError::Deadline { .. }), "{err:?}");
         assert!(took >= timeout, "stopped before its deadline: {took:?}");
-        worst = worst.max(took);
+        past.push(took.checked_sub(timeout).unwrap());
     }
-    eprintln!(
-        "spin stop: worst {:?} past a {timeout:?} deadline",
-        worst - timeout
+    past.sort();
+    let (median, worst) = (past[2], past[4]);
+    eprintln!("spin stop past a {timeout:?} deadline: median {median:?}, worst {worst:?}");
+    // Within the last tick the deadline is checked at every back-edge, so the guest stops
+    // as it passes; what remains is the OS running the guest's thread again. The typical
+    // stop is within one tick; a single late one on a machine shared with other builds may
+    // take a few (docs/benchmarks.md has the distribution).
+    assert!(
+        median <= EPOCH_TICK,
+        "typically stopped {median:?} after a {timeout:?} deadline: {past:?}"
     );
     assert!(
-        worst <= timeout + EPOCH_TICK + STOP_MARGIN,
-        "stopped {:?} after a {timeout:?} deadline",
-        worst
+        worst <= 4 * EPOCH_TICK,
+        "stopped {worst:?} after a {timeout:?} deadline: {past:?}"
     );
 }
 
@@ -592,7 +593,7 @@ async fn a_describe_breaking_the_naming_rules_is_a_clear_contract_error() {
 async fn a_flood_of_guest_output_is_capped_with_one_line_saying_how_much_was_dropped() {
     let (rt, _cache) = runtime();
     let plugin = faulty(&rt, PluginConfig::default());
-    let (logs, _guard) = CapturedLogs::start();
+    let (logs, guard) = CapturedLogs::start();
     let res = plugin.get_by_id(&obj(), "flood").await.unwrap().unwrap();
     assert_eq!(res.unwrap().id, "flood");
     let text = logs.text();
@@ -612,7 +613,7 @@ async fn a_flood_of_guest_output_is_capped_with_one_line_saying_how_much_was_dro
         summaries[0]
     );
     // The next call has its own budget.
-    drop(_guard);
+    drop(guard);
     let (logs, _guard) = CapturedLogs::start();
     plugin.get_by_id(&obj(), "flood").await.unwrap().unwrap();
     let logged = logs

@@ -2,6 +2,7 @@
 
 #![allow(
     dead_code,
+    clippy::missing_panics_doc,
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "each test binary uses a different subset; test code"
@@ -126,7 +127,7 @@ impl CpuHog {
         let thread = std::thread::spawn(move || {
             let mut x = 0u64;
             while !flag.load(Ordering::Relaxed) {
-                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
             }
         });
         Self {

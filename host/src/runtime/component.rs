@@ -11,7 +11,10 @@
 //! - the epoch-deadline callback runs at every epoch tick ([`engine::EPOCH_TICK`]) while the
 //!   guest computes: past the deadline it interrupts the guest (`Trap::Interrupt`, reported as
 //!   [`CallError::Deadline`]); before it, the guest yields to the async runtime, so a spinning
-//!   guest holds its worker thread for at most one tick at a time;
+//!   guest holds its worker thread for at most one tick at a time. Within the last tick
+//!   before the deadline the callback runs at every loop back-edge and call instead (no
+//!   yield), so the guest is stopped as the deadline passes, not at the tick after it — the
+//!   guest runs slower for at most that one tick;
 //! - a tokio timeout one tick after the deadline stops a guest that waits on I/O (it is not
 //!   running Wasm, so no epoch check happens).
 //!
@@ -72,8 +75,13 @@ impl ComponentActuator {
         // The callback runs at the next tick, then at every tick.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
-            Ok(if Instant::now() >= deadline {
+            let now = Instant::now();
+            Ok(if now >= deadline {
                 UpdateDeadline::Interrupt
+            } else if deadline - now <= engine::EPOCH_TICK {
+                // The next tick may come up to a tick past the deadline: check at every
+                // epoch check point (delta 0) until it passes.
+                UpdateDeadline::Continue(0)
             } else {
                 // tokio's own yield: the task goes to the back of the queue and the runtime
                 // polls its I/O and timer drivers before resuming it.

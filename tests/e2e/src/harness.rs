@@ -18,7 +18,7 @@ use crate::paths::{orchard_bin, target_dir};
 use crate::{TestEnv, poll_until, unique_suffix};
 
 /// How long a scenario waits for the host to converge.
-pub const CONVERGE: Duration = Duration::from_secs(60);
+pub const CONVERGE: Duration = Duration::from_mins(1);
 
 /// What one `orchard run` serves: plugin components, the kinds they manage, and the outbound
 /// destinations they may reach.
@@ -233,7 +233,13 @@ impl Harness {
             poll_until(
                 CONVERGE,
                 &format!("the CRD of {} to be served", resource.kind),
-                || async { Ok(api.list(&Default::default()).await.ok().map(drop)) },
+                || async {
+                    Ok(api
+                        .list(&kube::api::ListParams::default())
+                        .await
+                        .ok()
+                        .map(drop))
+                },
             )
             .await
             .with_context(|| self.host_log_hint())?;
@@ -342,7 +348,7 @@ impl Harness {
         let events: Api<k8s_openapi::api::events::v1::Event> =
             Api::namespaced(self.client.clone(), &self.ns);
         Ok(events
-            .list(&Default::default())
+            .list(&kube::api::ListParams::default())
             .await?
             .items
             .into_iter()

@@ -7,6 +7,12 @@
 //!
 //! See `docs/testing.md` for bringing the environment up and running single tests.
 
+#![allow(
+    clippy::missing_panics_doc,
+    clippy::expect_used,
+    reason = "test support: a panic here is a failed test, with its message"
+)]
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -304,11 +310,60 @@ pub fn unique_suffix() -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+        .map_or(0, |d| d.as_nanos());
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "the low bits of the time are what varies"
+    )]
     let mixed = (nanos as u64) ^ (u64::from(std::process::id()) << 40) ^ u64::from(n);
     format!("t{:x}{n:x}", mixed & 0xffff_ffff_ffff)
+}
+
+/// An interop tool built by `tests/env/build-tools.sh` (`helm`, `cosign`, `oras`).
+pub fn tool(name: &str) -> PathBuf {
+    let cache = std::env::var_os("ORCHARD_TESTENV_CACHE").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/orchard-testenv")
+        },
+        PathBuf::from,
+    );
+    cache.join("tools").join(name)
+}
+
+/// Runs `cmd`; its stdout when it succeeds, an error with both outputs when it fails.
+pub fn run(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("starting {}", cmd.get_program().display()))?;
+    ensure!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// Runs `cmd` expecting it to fail; its stderr.
+pub fn run_failing(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("starting {}", cmd.get_program().display()))?;
+    ensure!(
+        !out.status.success(),
+        "{cmd:?} succeeded but was expected to fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 #[cfg(test)]
@@ -336,49 +391,4 @@ mod tests {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         );
     }
-}
-
-/// An interop tool built by `tests/env/build-tools.sh` (`helm`, `cosign`, `oras`).
-pub fn tool(name: &str) -> PathBuf {
-    let cache = std::env::var_os("ORCHARD_TESTENV_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/orchard-testenv")
-        });
-    cache.join("tools").join(name)
-}
-
-/// Runs `cmd`; its stdout when it succeeds, an error with both outputs when it fails.
-pub fn run(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
-    ensure!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-/// Runs `cmd` expecting it to fail; its stderr.
-pub fn run_failing(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
-    ensure!(
-        !out.status.success(),
-        "{cmd:?} succeeded but was expected to fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-/// `sha256:<hex>` of `bytes`.
-pub fn sha256(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }

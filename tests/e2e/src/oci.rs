@@ -100,6 +100,7 @@ impl Workdir {
 pub fn with_custom_section(component: &[u8], tag: &str) -> Vec<u8> {
     fn leb(mut n: usize, out: &mut Vec<u8>) {
         loop {
+            #[allow(clippy::cast_possible_truncation, reason = "masked to 7 bits")]
             let byte = (n & 0x7f) as u8;
             n >>= 7;
             if n == 0 {

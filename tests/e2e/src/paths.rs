@@ -27,6 +27,5 @@ pub fn plugin(crate_name: &str) -> PathBuf {
 /// The `orchard` binary under test (`ORCHARD_BIN`, else `target/debug/orchard`).
 pub fn orchard_bin() -> PathBuf {
     std::env::var_os("ORCHARD_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("debug/orchard"))
+        .map_or_else(|| target_dir().join("debug/orchard"), PathBuf::from)
 }

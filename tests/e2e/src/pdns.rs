@@ -19,7 +19,7 @@ pub const RECORD: &str = "DnsRecord";
 /// Name of the credentials Secret every scenario creates.
 pub const SECRET: &str = "pdns";
 
-/// DnsZone's API resource.
+/// `DnsZone`'s API resource.
 pub fn zone_resource() -> ApiResource {
     ApiResource {
         group: "pdns.orchard.dev".into(),
@@ -30,7 +30,7 @@ pub fn zone_resource() -> ApiResource {
     }
 }
 
-/// DnsRecord's API resource.
+/// `DnsRecord`'s API resource.
 pub fn record_resource() -> ApiResource {
     ApiResource {
         kind: RECORD.into(),

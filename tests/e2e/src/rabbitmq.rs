@@ -2,6 +2,8 @@
 //! with the credentials Secret, and a client of the real management API (`/api`) to read and
 //! change RabbitMQ's state as someone outside Orchard would.
 
+use std::fmt::Write as _;
+
 use anyhow::{Context, bail};
 use serde_json::Value;
 
@@ -69,7 +71,8 @@ pub fn quote(segment: &str) -> String {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            // Writing into a String cannot fail.
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out

@@ -142,7 +142,9 @@ pub async fn create_minimal<S: Subject>() -> anyhow::Result<()> {
 
     // The Secret is guarded while the object uses it.
     let secrets = h.secrets();
-    secrets.delete(S::SECRET, &Default::default()).await?;
+    secrets
+        .delete(S::SECRET, &kube::api::DeleteParams::default())
+        .await?;
     let secret = secrets.get(S::SECRET).await?;
     assert!(secret.metadata.deletion_timestamp.is_some());
     let guard = format!("orchard.dev/{}-guard", S::PLUGIN);

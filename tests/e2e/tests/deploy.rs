@@ -22,7 +22,7 @@ fn helm() -> PathBuf {
 
 fn docs(yaml: &str) -> anyhow::Result<Vec<Value>> {
     yaml.split("\n---")
-        .map(|d| d.trim())
+        .map(str::trim)
         .filter(|d| !d.is_empty() && d.lines().any(|l| !l.trim_start().starts_with('#')))
         .map(|d| Ok(serde_yaml::from_str::<Value>(d)?))
         .filter(|d| !matches!(d, Ok(Value::Null)))

@@ -3,6 +3,7 @@
 //! verified; a registry that requires a user is reached with the docker config; a blob
 //! tampered with in the registry is refused.
 
+use base64::Engine as _;
 use orchard_e2e::oci::{Workdir, layer_digest, tamper_blob, with_custom_section};
 use orchard_e2e::paths::plugin;
 use orchard_e2e::{TestEnv, run, run_failing, sha256, unique_suffix};
@@ -252,7 +253,6 @@ async fn a_registry_that_requires_a_user_is_reached_with_the_docker_config() -> 
     )?;
     assert!(anonymous.contains(&reference), "{anonymous}");
 
-    use base64::Engine as _;
     let encode = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
     let config = serde_json::json!({"auths": {
         env.auth_registry.clone(): {"auth": encode(&format!("{}:{}", env.auth_registry_user, env.auth_registry_password))}

@@ -4,6 +4,7 @@
 //! refused while the good one keeps serving, deleting the Plugin stops reconciliation and
 //! leaves objects for when it returns; a pull Secret opens a private registry.
 
+use base64::Engine as _;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -291,7 +292,6 @@ async fn a_pull_secret_opens_a_private_registry_and_its_absence_says_why() -> an
     let repository = format!("e2e/private-zone-{}", unique_suffix());
     let reference = format!("{}/{repository}:v1", env.auth_registry);
     // Push with the docker config of the test's working directory.
-    use base64::Engine as _;
     let auth = base64::engine::general_purpose::STANDARD.encode(format!(
         "{}:{}",
         env.auth_registry_user, env.auth_registry_password
@@ -318,7 +318,7 @@ async fn a_pull_secret_opens_a_private_registry_and_its_absence_says_why() -> an
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(h.client.clone(), &h.ns);
     secrets
         .create(
-            &Default::default(),
+            &kube::api::PostParams::default(),
             &serde_json::from_value(json!({
                 "metadata": {"name": "registry"},
                 "type": "kubernetes.io/dockerconfigjson",

@@ -224,7 +224,7 @@ impl Subject for Queue {
     async fn external(&self, id: &str) -> anyhow::Result<Option<Value>> {
         let (vhost, name) = id.split_once('/').context("queue id")?;
         assert_eq!(vhost, quote(&self.vhost), "a queue of another vhost");
-        let Some(q) = self.api.queue(&self.vhost, &name).await? else {
+        let Some(q) = self.api.queue(&self.vhost, name).await? else {
             return Ok(None);
         };
         let policy = self
@@ -237,7 +237,7 @@ impl Subject for Queue {
             "durable": q["durable"],
             "autoDelete": q["auto_delete"],
             "arguments": q["arguments"],
-            "bindings": self.api.bindings(&self.vhost, &name).await?,
+            "bindings": self.api.bindings(&self.vhost, name).await?,
             "policy": policy.map(|p| p["definition"].clone()),
         })))
     }
@@ -299,12 +299,12 @@ fn decode_base64(text: &str) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let (mut acc, mut bits) = (0u32, 0u32);
     for c in text.bytes().filter(|&c| c != b'=') {
-        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        let v = u32::try_from(ALPHABET.iter().position(|&a| a == c)?).ok()?;
         acc = (acc << 6) | v;
         bits += 6;
         if bits >= 8 {
             bits -= 8;
-            out.push((acc >> bits) as u8);
+            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
             acc &= (1 << bits) - 1;
         }
     }

@@ -1,5 +1,5 @@
 //! The deploy manifests' RBAC is sufficient and minimal: the host runs with the
-//! ServiceAccount of `deploy/kustomize`, its token from the TokenRequest API and the in-cluster
+//! `ServiceAccount` of `deploy/kustomize`, its token from the `TokenRequest` API and the in-cluster
 //! configuration a pod sees, and the PowerDNS create / update / delete scenarios pass. With
 //! one rule removed, the host reports "forbidden" naming the verb and resource, and keeps
 //! running.
@@ -55,7 +55,7 @@ fn rendered(kubeconfig: &Path) -> anyhow::Result<Vec<Value>> {
 }
 
 /// Installs the CRDs and an identity `sa` bound to the manifests' roles, with `rules` as the
-/// ClusterRole; returns its token from the TokenRequest API.
+/// `ClusterRole`; returns its token from the `TokenRequest` API.
 fn install_identity(
     kubeconfig: &Path,
     manifests: &[Value],
@@ -167,9 +167,7 @@ async fn the_deploy_rbac_is_sufficient_and_a_missing_rule_is_reported_as_forbidd
     s.apply(&zone_yaml("z", &zone, ", account: rbac")).await?;
     s.wait_ready(ZONE, "z").await?;
     assert_eq!(pdns.zone(&zone).await?.context("zone")?["account"], "rbac");
-    s.apply(&format!(
-        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsRecord\nmetadata: {{name: www}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{zoneRef: z, name: www, type: A, records: [192.0.2.7]}}\n"
-    ))
+    s.apply("apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsRecord\nmetadata: {name: www}\nspec:\n  credentialsRef: {secretName: pdns}\n  resource: {zoneRef: z, name: www, type: A, records: [192.0.2.7]}\n")
     .await?;
     s.wait_ready(RECORD, "www").await?;
     s.delete(RECORD, "www").await?;

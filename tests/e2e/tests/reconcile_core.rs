@@ -90,7 +90,7 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
         "{obj:?}"
     );
     // Count the create calls the host made in the object's first minute.
-    tokio::time::sleep_until(started + Duration::from_secs(60)).await;
+    tokio::time::sleep_until(started + Duration::from_mins(1)).await;
     let metrics = reqwest::get(format!("http://{admin}/metrics"))
         .await?
         .text()
@@ -260,7 +260,7 @@ async fn a_failure_message_longer_than_an_event_allows_is_cut_not_dropped() -> a
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(h.client.clone(), &h.ns);
     let note = poll_until(CONVERGE, "the failure's Event", || async {
         Ok(events
-            .list(&Default::default())
+            .list(&kube::api::ListParams::default())
             .await?
             .items
             .into_iter()

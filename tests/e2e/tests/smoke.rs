@@ -297,7 +297,8 @@ async fn push_blob(
         location
     };
     url.push(if url.contains('?') { '&' } else { '?' });
-    url.push_str(&format!("digest={digest}"));
+    url.push_str("digest=");
+    url.push_str(&digest);
     let resp = client
         .put(url)
         .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
