@@ -195,7 +195,7 @@ type Dependency struct {
 
 // DependencyDecl is a field of spec.resource that names another object the actuator needs.
 type DependencyDecl struct {
-	Name, Field, Kind                  string
+	Name, Field, Kind                   string
 	ForCreate, ForDelete, GuardDeletion bool
 }
 
