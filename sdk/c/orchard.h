@@ -44,6 +44,10 @@ char *orc_sb_finish(orc_str_builder *b);
 
 // One URL path segment, percent-encoded ("/" too). Owned.
 char *orc_path_segment(const char *s);
+// Standard base64 of `n` bytes. Owned.
+char *orc_base64(const uint8_t *bytes, size_t n);
+// The value of an authorization header for HTTP basic authentication ("Basic ..."). Owned.
+char *orc_basic_auth(const char *user, const char *password);
 
 // -- JSON -------------------------------------------------------------------------------------
 

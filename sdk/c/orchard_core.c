@@ -201,3 +201,24 @@ orc_status orc_ensure(const orc_resource_handler *h) {
   if (f) return orc_failed(f);
   return what ? orc_needs_refresh("%s %s", h->name, what) : orc_done();
 }
+
+char *orc_base64(const uint8_t *bytes, size_t n) {
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  orc_str_builder b = {0};
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = (uint32_t)bytes[i] << 16 | (i + 1 < n ? (uint32_t)bytes[i + 1] << 8 : 0) | (i + 2 < n ? bytes[i + 2] : 0);
+    char out[4] = {alphabet[v >> 18 & 63], alphabet[v >> 12 & 63], i + 1 < n ? alphabet[v >> 6 & 63] : '=',
+                   i + 2 < n ? alphabet[v & 63] : '='};
+    orc_sb_append(&b, out, 4);
+  }
+  return orc_sb_finish(&b);
+}
+
+char *orc_basic_auth(const char *user, const char *password) {
+  char *pair = orc_sprintf("%s:%s", user, password);
+  char *token = orc_base64((const uint8_t *)pair, strlen(pair));
+  char *out = orc_sprintf("Basic %s", token);
+  free(pair);
+  free(token);
+  return out;
+}

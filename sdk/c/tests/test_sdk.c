@@ -89,6 +89,12 @@ int main(void) {
   char *seg = orc_path_segment("a/b c~");
   CHECK(strcmp(seg, "a%2Fb%20c~") == 0);
   free(seg);
+  char *b64 = orc_base64((const uint8_t *)"abcd", 4);
+  CHECK(strcmp(b64, "YWJjZA==") == 0);
+  free(b64);
+  char *auth = orc_basic_auth("user", "pw");
+  CHECK(strcmp(auth, "Basic dXNlcjpwdw==") == 0);
+  free(auth);
   orc_status s = orc_done();
   CHECK(orc_status_is_done(&s));
   orc_status_and(&s, orc_needs_refresh("x %d", 1));
