@@ -63,7 +63,9 @@ func rawObject(o wt.ManagedObject) *RawObject {
 
 func rawResource(r wt.ExternalResource) *RawResource { return &RawResource{ID: r.Id, State: r.State} }
 
-func external(r RawResource) wt.ExternalResource { return wt.ExternalResource{Id: r.ID, State: r.State} }
+func external(r RawResource) wt.ExternalResource {
+	return wt.ExternalResource{Id: r.ID, State: r.State}
+}
 
 func externals(list []RawResource) []wt.ExternalResource {
 	out := make([]wt.ExternalResource, 0, len(list))
