@@ -77,6 +77,12 @@ func (Base[S, F, T]) Available(*Object[S], *Resource[T]) (Availability, Status, 
 // Observed: the state itself.
 func (Base[S, F, T]) Observed(res *Resource[T]) (any, error) { return res.State, nil }
 
+// Defaulter is a spec type with defaults of its own: the SDK calls SetDefaults (on a pointer
+// receiver) after decoding spec.resource. The CRD's schema defaults already apply on the
+// cluster; this gives the same values where no API server filled them in (orchard invoke,
+// tests).
+type Defaulter interface{ SetDefaults() }
+
 // RawObject is the object as it crosses the Wasm boundary: spec as JSON text.
 type RawObject = Object[json.RawMessage]
 
@@ -155,6 +161,9 @@ func (r raw[S, F, T]) object(o *RawObject) (*Object[S], error) {
 		spec := new(S)
 		if err := json.Unmarshal(*o.Spec, spec); err != nil {
 			return nil, InvalidConfiguration("%s: spec.resource: %v", o.Name, err)
+		}
+		if d, ok := any(spec).(Defaulter); ok {
+			d.SetDefaults()
 		}
 		typed.Spec = spec
 	}

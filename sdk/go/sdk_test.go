@@ -13,6 +13,12 @@ type spec struct {
 	Count int    `json:"count"`
 }
 
+func (s *spec) SetDefaults() {
+	if s.Count == 0 {
+		s.Count = 1
+	}
+}
+
 type state struct {
 	Name string `json:"name"`
 }
@@ -42,6 +48,9 @@ func (f *fake) GetByID(obj *Object[spec], id string) (*Resource[state], error) {
 	}
 	if id == "missing" {
 		return nil, nil
+	}
+	if obj.Spec.Count != 1 && obj.Spec.Count != 2 {
+		return nil, Unrecoverable("count %d: defaults not applied", obj.Spec.Count)
 	}
 	return &Resource[state]{ID: id, State: state{Name: obj.Spec.Name}}, nil
 }
