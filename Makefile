@@ -10,7 +10,10 @@ PY_SDK := $(wildcard sdk/python/orchard_sdk/*.py) sdk/python/build.sh sdk/python
 JS_SDK := $(wildcard sdk/js/src/*.js) sdk/js/build.mjs sdk/js/package-lock.json
 WIT := $(wildcard wit/*.wit wit/deps/*/*.wit)
 RABBITMQ_CLIENT := plugins/rabbitmq-client/rabbitmq_client.py
-GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.wasm $(PLUGIN_DIR)/rabbitmq_user.wasm
+GO_SDK := $(wildcard sdk/go/*.go sdk/go/go.mod sdk/go/internal/wit/*/*.go sdk/go/internal/wit/*/*/*.go) sdk/go/build.sh sdk/guest-tools.sh
+C_SDK := $(wildcard sdk/c/*.c sdk/c/*.h) sdk/c/build.sh sdk/guest-tools.sh
+GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.wasm $(PLUGIN_DIR)/rabbitmq_user.wasm \
+	$(PLUGIN_DIR)/rabbitmq_exchange.wasm $(PLUGIN_DIR)/pdns_tsig.wasm
 
 .PHONY: test demo demo-down plugins rust-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
 
@@ -31,7 +34,7 @@ deps:
 	bash tests/env/install-deps.sh
 
 ## Builds every plugin component from source (target/wasm32-wasip2/plugin/*.wasm): Rust,
-## Python (componentize-py) and JavaScript (componentize-js).
+## Python (componentize-py), JavaScript (componentize-js), Go (mainline Go) and C (clang).
 plugins: rust-plugins guest-plugins
 
 rust-plugins:
@@ -41,7 +44,8 @@ rust-plugins:
 	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_next.wasm
 	cargo build --profile plugin --target wasm32-wasip2 $(PLUGINS)
 
-## componentize-py (a venv) and the npm packages of sdk/js; quick when already there.
+## componentize-py (a venv), the npm packages of sdk/js, wasm-tools and wit-bindgen for Go
+## and C; quick when already there.
 guest-tools:
 	bash sdk/install-tools.sh
 
@@ -56,6 +60,12 @@ $(PLUGIN_DIR)/rabbitmq_queue.wasm: $(wildcard plugins/rabbitmq-queue/*.py) $(RAB
 
 $(PLUGIN_DIR)/rabbitmq_user.wasm: $(wildcard plugins/rabbitmq-user/*.js) $(JS_SDK) $(WIT)
 	sdk/js/build.sh plugins/rabbitmq-user $@
+
+$(PLUGIN_DIR)/rabbitmq_exchange.wasm: $(wildcard plugins/rabbitmq-exchange/*.go plugins/rabbitmq-exchange/go.mod) $(GO_SDK) $(WIT)
+	sdk/go/build.sh plugins/rabbitmq-exchange $@
+
+$(PLUGIN_DIR)/pdns_tsig.wasm: $(wildcard plugins/pdns-tsig/*.c plugins/pdns-tsig/*.h) $(C_SDK) $(WIT)
+	sdk/c/build.sh plugins/pdns-tsig $@
 
 env-up:
 	bash tests/env/testenv.sh up

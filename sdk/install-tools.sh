@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs the build tools of the Python and JavaScript plugin SDKs. Idempotent, and quick when
+# Installs the build tools of the Python, JavaScript, Go and C plugin SDKs. Idempotent, and quick when
 # nothing changed (a version check and a lockfile comparison):
 #   1. componentize-py, pinned in sdk/python/requirements.txt, into the venv
 #      $ORCHARD_PYTHON_VENV (default ~/.cache/orchard/python-venv);
 #   2. sdk/js/node_modules from sdk/js/package-lock.json (`npm ci`), redone only when the
 #      lockfile changed since the last install;
-#   3. sdk/js/types: TypeScript declarations of the WIT world for editors (`jco types`).
+#   3. sdk/js/types: TypeScript declarations of the WIT world for editors (`jco types`);
+#   4. for the Go and C SDKs: wasm-tools and wit-bindgen-cli, pinned, from crates.io
+#      (`cargo install --root $ORCHARD_GUEST_TOOLS`, default ~/.cache/orchard/guest-tools), and
+#      the wasi preview-1 reactor adapter from the crate wasi-preview1-component-adapter-provider.
 set -euo pipefail
 
 SDK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -47,4 +50,46 @@ if [ ! -f "$js/types/actuator-plugin.d.ts" ] ||
   [ -n "$(find "$SDK/../wit" -newer "$js/types/actuator-plugin.d.ts" -name '*.wit' -print -quit)" ]; then
   log "jco types -> sdk/js/types"
   (cd "$js" && npm run --silent types -- --quiet >&2)
+fi
+
+# 4. Go and C SDK tools (sdk/go/build.sh and sdk/c/build.sh find them through sdk/guest-tools.sh)
+. "$SDK/guest-tools.sh"
+cargo_install() { # crate version features
+  local crate=$1 version=$2 features=$3 bin=$4
+  if [ "$("$GUEST_TOOLS/bin/$bin" --version 2>/dev/null | awk '{print $2}')" = "$version" ]; then
+    log "$crate $version present"
+    return
+  fi
+  command -v cargo >/dev/null || { log "error: cargo is required (rustup)"; exit 1; }
+  log "cargo install $crate $version into $GUEST_TOOLS (a few minutes, once)"
+  cargo install --quiet --locked --root "$GUEST_TOOLS" --version "=$version" \
+    --no-default-features --features "$features" "$crate" >&2
+}
+cargo_install wasm-tools "$WASM_TOOLS_VERSION" component,validate,print,parse,metadata,strip,objdump,dump wasm-tools
+cargo_install wit-bindgen-cli "$WIT_BINDGEN_VERSION" c,go wit-bindgen
+if [ ! -s "$WASI_ADAPTER" ]; then
+  log "wasi-preview1-component-adapter-provider $ADAPTER_VERSION -> $WASI_ADAPTER"
+  fetch=$GUEST_TOOLS/adapter-fetch
+  mkdir -p "$fetch/src"
+  cat >"$fetch/Cargo.toml" <<TOML
+[package]
+name = "orchard-adapter-fetch"
+version = "0.0.0"
+edition = "2021"
+publish = false
+[lib]
+path = "lib.rs"
+[dependencies]
+wasi-preview1-component-adapter-provider = "=$ADAPTER_VERSION"
+[workspace]
+TOML
+  : >"$fetch/lib.rs"
+  # `cargo metadata` downloads and unpacks the crate; its manifest path locates the artefact.
+  manifest=$(cd "$fetch" && cargo metadata --format-version 1 --quiet | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+print(next(p["manifest_path"] for p in m["packages"] if p["name"] == "wasi-preview1-component-adapter-provider"))')
+  src=$(dirname "$manifest")/artefacts/wasi_snapshot_preview1.reactor.wasm
+  [ -s "$src" ] || { log "error: $src not found"; exit 1; }
+  cp "$src" "$WASI_ADAPTER.tmp" && mv "$WASI_ADAPTER.tmp" "$WASI_ADAPTER"
 fi

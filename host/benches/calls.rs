@@ -8,6 +8,10 @@
 //!   component every time).
 //! - `load/*/cached`: `Runtime::load` from a warm compiled-component cache (hash the bytes,
 //!   deserialise the native code, link).
+//! - `call/<lang>/observed`: one `observed` (a resource's state in, `status.resource` out, no
+//!   I/O) through a fresh store and instance, for the guests written with the Go and C SDKs
+//!   (`rabbitmq-exchange`, `pdns-tsig`) beside the Rust `pdns-zone`; their loads are in
+//!   `load/*` too.
 //!
 //! Needs the plugin components: `make plugins` (or `make bench`, which builds them first).
 //! `ORCHARD_PLUGIN_DIR` overrides where they are looked for.
@@ -19,7 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
-use orchard::actuator::{Actuator, ManagedObject, NativeActuator};
+use orchard::actuator::{Actuator, ExternalResource, ManagedObject, NativeActuator};
 use orchard::runtime::{PluginConfig, Runtime};
 use orchard_fixture_echo::Echo;
 use serde_json::json;
@@ -138,6 +142,64 @@ fn calls(c: &mut Criterion) {
     group.finish();
 }
 
+/// The guests of the per-call comparison: language, component, a resource of its kind.
+fn guests() -> Vec<(&'static str, &'static str, ExternalResource)> {
+    vec![
+        (
+            "rust",
+            "pdns_zone.wasm",
+            ExternalResource {
+                id: "example.org.".into(),
+                state: json!({"id": "example.org.", "name": "example.org.", "kind": "Native",
+                              "serial": 2026112901, "account": "platform", "dnssec": false}),
+            },
+        ),
+        (
+            "go",
+            "rabbitmq_exchange.wasm",
+            ExternalResource {
+                id: "orders/events".into(),
+                state: json!({"vhost": "orders", "name": "events", "type": "topic",
+                              "durable": true, "autoDelete": false, "internal": false,
+                              "arguments": {}, "bindings": [{"exchange": "amq.topic",
+                              "routingKey": "orders.#", "propertiesKey": "orders.%23"}],
+                              "policy": {"alternate-exchange": "unrouted"}}),
+            },
+        ),
+        (
+            "c",
+            "pdns_tsig.wasm",
+            ExternalResource {
+                id: "transfer.example.org.".into(),
+                state: json!({"name": "transfer.example.org", "algorithm": "hmac-sha256"}),
+            },
+        ),
+    ]
+}
+
+/// A fresh-instance `observed` of each guest (no I/O): the Go runtime's start, the C SDK's
+/// JSON, against the Rust SDK's.
+fn guest_calls(c: &mut Criterion) {
+    let rt = tokio();
+    let runtime = Runtime::new(None).unwrap();
+    for (lang, file, res) in guests() {
+        let actuator = runtime
+            .load_file(&component(file), None, PluginConfig::default())
+            .unwrap();
+        let observed = rt.block_on(actuator.observed(&res)).unwrap();
+        assert!(observed.is_object(), "{lang}: observed {observed}");
+        let mut group = c.benchmark_group(format!("call/{lang}"));
+        group.warm_up_time(Duration::from_secs(2));
+        group.measurement_time(Duration::from_secs(5));
+        group.bench_function("observed", |bench| {
+            bench
+                .to_async(&rt)
+                .iter(|| async { actuator.observed(&res).await.unwrap() });
+        });
+        group.finish();
+    }
+}
+
 fn loads(c: &mut Criterion) {
     let cold = Runtime::new(None).unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
@@ -146,6 +208,8 @@ fn loads(c: &mut Criterion) {
     for (name, file) in [
         ("echo", "orchard_fixture_echo.wasm"),
         ("pdns-zone", "pdns_zone.wasm"),
+        ("go-rabbitmq-exchange", "rabbitmq_exchange.wasm"),
+        ("c-pdns-tsig", "pdns_tsig.wasm"),
     ] {
         let path = component(file);
         let bytes = std::fs::read(&path).unwrap();
@@ -176,6 +240,6 @@ fn loads(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default();
-    targets = calls, loads
+    targets = calls, guest_calls, loads
 }
 criterion_main!(benches);

@@ -5,8 +5,8 @@
 #   2. stop and disable the system services those packages ship (pdns, rabbitmq-server,
 #      docker-registry, epmd), so they hold no ports: testenv.sh runs its own instances;
 #   3. build (or find cached) kube-apiserver + etcd via build-k8s.sh;
-#   4. the Python and JavaScript plugin toolchains (componentize-py in a venv, the npm
-#      packages of sdk/js) via sdk/install-tools.sh.
+#   4. the Python, JavaScript, Go and C plugin toolchains (componentize-py in a venv, the npm
+#      packages of sdk/js, wasm-tools and wit-bindgen from crates.io) via sdk/install-tools.sh.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,6 +32,11 @@ declare -A PROBE=(
   [npm]=/usr/bin/npm
   [buildah]=/usr/bin/buildah
   [apache2-utils]=/usr/bin/htpasswd
+  # the C plugin SDK (sdk/c/build.sh): clang for wasm32-wasi, wasm-ld, builtins, wasi-libc
+  [clang-19]=/usr/bin/clang-19
+  [lld-19]=/usr/bin/lld-19
+  [libclang-rt-19-dev-wasm32]=/usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a
+  [wasi-libc]=/usr/lib/wasm32-wasi/libc.a
 )
 missing=()
 for pkg in "${!PROBE[@]}"; do

@@ -286,3 +286,85 @@ impl Api {
         Ok(response.status().is_success())
     }
 }
+
+/// A harness serving `plugins` (file stems, e.g. `rabbitmq-exchange`) for `kinds` of the
+/// RabbitMQ group, allowed to reach RabbitMQ's management API only, with the Secret
+/// `rabbitmq` of [`harness`].
+pub async fn harness_with(
+    name: &str,
+    plugins: &[&str],
+    kinds: &[&str],
+) -> anyhow::Result<(Harness, Api)> {
+    let env = TestEnv::load()?;
+    let r = env.rabbitmq()?;
+    let host = HostSpec {
+        plugins: plugins.iter().map(|p| plugin(p)).collect(),
+        kinds: kinds.iter().map(|k| kind(GROUP, k)).collect(),
+        allow_hosts: vec![r.api_url.clone()],
+    };
+    let h = Harness::new(name, host).await?;
+    h.create_secret(
+        SECRET,
+        &[
+            ("url", &r.api_url),
+            ("username", &r.user),
+            ("password", &r.password),
+        ],
+    )
+    .await?;
+    Ok((h, Api::new(r)?))
+}
+
+impl Api {
+    /// An exchange, `None` when it (or its vhost) does not exist.
+    pub async fn exchange(&self, vhost: &str, name: &str) -> anyhow::Result<Option<Value>> {
+        self.get(&format!("/exchanges/{}/{}", quote(vhost), quote(name)))
+            .await
+    }
+
+    /// Declares an exchange.
+    pub async fn create_exchange(
+        &self,
+        vhost: &str,
+        name: &str,
+        body: &Value,
+    ) -> anyhow::Result<()> {
+        self.put(
+            &format!("/exchanges/{}/{}", quote(vhost), quote(name)),
+            body,
+        )
+        .await
+    }
+
+    /// Deletes an exchange.
+    pub async fn delete_exchange(&self, vhost: &str, name: &str) -> anyhow::Result<()> {
+        self.delete(&format!("/exchanges/{}/{}", quote(vhost), quote(name)))
+            .await
+    }
+
+    /// `(source exchange, routing key)` of the bindings whose destination is the exchange,
+    /// sorted.
+    pub async fn exchange_bindings(
+        &self,
+        vhost: &str,
+        name: &str,
+    ) -> anyhow::Result<Vec<(String, String)>> {
+        let found = self
+            .get(&format!(
+                "/exchanges/{}/{}/bindings/destination",
+                quote(vhost),
+                quote(name)
+            ))
+            .await?
+            .unwrap_or_default();
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let mut out: Vec<(String, String)> = found
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|b| (text(&b["source"]), text(&b["routing_key"])))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+}

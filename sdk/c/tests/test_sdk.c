@@ -1,0 +1,120 @@
+// Native unit tests of the C SDK's JSON, strings and statuses (no Wasm needed):
+//   sdk/c/tests/run.sh
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchard.h"
+
+static int passed, failed;
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (cond) passed++;                                                                            \
+    else failed++, fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);         \
+  } while (0)
+
+static void round_trip(const char *in, const char *want) {
+  char *error = NULL;
+  orc_json *v = orc_json_parse(in, strlen(in), &error);
+  CHECK(v != NULL);
+  if (!v) {
+    fprintf(stderr, "  parse %s: %s\n", in, error);
+    free(error);
+    return;
+  }
+  char *out = orc_json_dump(v);
+  CHECK(strcmp(out, want) == 0);
+  if (strcmp(out, want) != 0) fprintf(stderr, "  got %s, want %s\n", out, want);
+  free(out);
+  orc_json_free(v);
+}
+
+static void rejects(const char *in) {
+  char *error = NULL;
+  orc_json *v = orc_json_parse(in, strlen(in), &error);
+  CHECK(v == NULL && error != NULL);
+  if (v) fprintf(stderr, "  accepted %s\n", in);
+  orc_json_free(v);
+  free(error);
+}
+
+int main(void) {
+  round_trip(" {\"a\" : [1, 2.5, -3e2, true, false, null], \"b\": {}} ", "{\"a\":[1,2.5,-300,true,false,null],\"b\":{}}");
+  round_trip("\"tab\\tquote\\\" slash\\/ \\u00e9 \\ud83d\\ude00\"", "\"tab\\tquote\\\" slash/ \xc3\xa9 \xf0\x9f\x98\x80\"");
+  round_trip("\"\\u0001\"", "\"\\u0001\"");
+  round_trip("{\"a\":1,\"a\":2}", "{\"a\":2}");
+  round_trip("9007199254740993", "9007199254740992");
+  rejects("");
+  rejects("{");
+  rejects("[1,]");
+  rejects("{\"a\" 1}");
+  rejects("01");
+  rejects("1.");
+  rejects("\"\\ud800\"");
+  rejects("\"ctl\x01\"");
+  rejects("tru");
+  rejects("{} x");
+  // Nesting is bounded.
+  char deep[200];
+  memset(deep, '[', 100);
+  memset(deep + 100, ']', 100);
+  char *error = NULL;
+  CHECK(orc_json_parse(deep, 200, &error) == NULL && error && strstr(error, "invalid JSON"));
+  free(error);
+  orc_json *ok = orc_json_parse(deep + 40, 120, NULL); // 60 deep parses
+  CHECK(ok != NULL);
+  orc_json_free(ok);
+
+  // Reading and building.
+  const char *obj_text = "{\"name\":\"k\",\"n\":3,\"on\":true}";
+  orc_json *o = orc_json_parse(obj_text, strlen(obj_text), NULL);
+  CHECK(o && strcmp(orc_json_get_string(o, "name", ""), "k") == 0);
+  CHECK(orc_json_get_number(o, "n", 0) == 3);
+  CHECK(orc_json_get_bool(o, "on", false));
+  CHECK(strcmp(orc_json_get_string(o, "n", "fallback"), "fallback") == 0);
+  CHECK(orc_json_get(o, "missing") == NULL);
+  orc_json *copy = orc_json_clone(o);
+  CHECK(orc_json_equal(o, copy));
+  orc_json_set(copy, "n", orc_json_number(4));
+  CHECK(!orc_json_equal(o, copy));
+  orc_json_free(copy);
+  orc_json_free(o);
+  orc_json *built = orc_json_push(orc_json_array(), orc_json_string("a\"b"));
+  char *text = orc_json_dump(built);
+  CHECK(strcmp(text, "[\"a\\\"b\"]") == 0);
+  free(text);
+  orc_json_free(built);
+
+  // Strings and statuses.
+  char *seg = orc_path_segment("a/b c~");
+  CHECK(strcmp(seg, "a%2Fb%20c~") == 0);
+  free(seg);
+  char *b64 = orc_base64((const uint8_t *)"abcd", 4);
+  CHECK(strcmp(b64, "YWJjZA==") == 0);
+  free(b64);
+  char *auth = orc_basic_auth("user", "pw");
+  CHECK(strcmp(auth, "Basic dXNlcjpwdw==") == 0);
+  free(auth);
+  orc_status s = orc_done();
+  CHECK(orc_status_is_done(&s));
+  orc_status_and(&s, orc_needs_refresh("x %d", 1));
+  orc_status_and(&s, orc_failed(orc_invalid_configuration("bad %s", "spec")));
+  orc_status_and(&s, orc_failed(orc_transient("second")));
+  CHECK(s.n_progress == 1 && strcmp(s.progress[0].message, "x 1") == 0);
+  CHECK(s.failure && s.failure->kind == ORC_INVALID_CONFIGURATION && strcmp(s.failure->message, "bad spec") == 0);
+  orc_status_free(&s);
+
+  orc_response r = {.status = 422, .body = "{\"error\":\"no\"}", .body_len = 14};
+  orc_failure *f = orc_response_check(&r, "create key");
+  CHECK(f && f->kind == ORC_INVALID_CONFIGURATION && strstr(f->message, "HTTP 422"));
+  orc_failure_free(f);
+  r.status = 503;
+  f = orc_response_check(&r, "create key");
+  CHECK(f && f->kind == ORC_TRANSIENT);
+  orc_failure_free(f);
+  r.status = 201;
+  CHECK(orc_response_check(&r, "create key") == NULL);
+
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds a Go plugin folder into an Orchard component, with mainline Go (wasip1, c-shared):
+#   sdk/go/build.sh <plugin-dir> <out.wasm>
+# The plugin folder is a Go module whose main package calls orchard.Export in an init
+# function. It may require orchard.dev/sdk at any version: the build resolves it (and the
+# vendored wit runtime) to this checkout through a go.work of its own, so the plugin's go.mod
+# needs no replace directives. Nothing is downloaded (GOPROXY=off).
+#
+# Tools: go >= 1.25 on PATH, wasm-tools and the reactor adapter from sdk/install-tools.sh.
+# GOCACHE defaults to ~/.cache/orchard/go-build so that rebuilds are quick.
+set -euo pipefail
+SDK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$SDK/../guest-tools.sh"
+die() { echo "sdk/go/build.sh: $*" >&2; exit 1; }
+[ $# -eq 2 ] || die "usage: sdk/go/build.sh <plugin-dir> <out.wasm>"
+plugin=$(cd "$1" && pwd) || die "no folder $1"
+out=$2
+[ -f "$plugin/go.mod" ] || die "$plugin has no go.mod (see docs/writing-a-plugin/go.md)"
+command -v go >/dev/null || die "go is required (mainline Go 1.25 or later)"
+[ -x "$WASM_TOOLS" ] && [ -s "$WASI_ADAPTER" ] || die "wasm-tools or the wasi adapter is missing: run sdk/install-tools.sh"
+
+# The committed bindings must be those of this WIT and this wit-bindgen.
+if [ -x "$WIT_BINDGEN" ]; then
+  fresh=$(mktemp -d)
+  "$SDK/generate.sh" "$fresh/wit"
+  if ! diff -r -q "$fresh/wit" "$SDK/internal/wit" >/dev/null; then
+    rm -rf "$fresh"
+    die "sdk/go/internal/wit does not match wit/ and wit-bindgen $WIT_BINDGEN_VERSION: run sdk/go/generate.sh"
+  fi
+  rm -rf "$fresh"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat >"$work/go.work" <<WORK
+go 1.26
+
+use (
+	$plugin
+	$SDK
+	$SDK/third_party/pkg
+)
+WORK
+export GOCACHE=${GOCACHE:-$HOME/.cache/orchard/go-build} GOWORK=$work/go.work GOPROXY=off GOTOOLCHAIN=local
+# -checklinkname=0: the wit runtime links to runtime.sbrk.
+(cd "$plugin" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
+  -ldflags="-s -w -checklinkname=0" -o "$work/core.wasm" .)
+"$WASM_TOOLS" component embed --world actuator-plugin "$SDK/../../wit" "$work/core.wasm" -o "$work/embed.wasm"
+mkdir -p "$(dirname "$out")"
+"$WASM_TOOLS" component new "$work/embed.wasm" --adapt "wasi_snapshot_preview1=$WASI_ADAPTER" -o "$out.tmp"
+"$WASM_TOOLS" validate "$out.tmp"
+mv "$out.tmp" "$out"
+echo "sdk/go/build.sh: $out ($(wc -c <"$out") bytes)" >&2
