@@ -13,9 +13,11 @@ rustup target add wasm32-wasip2 >/dev/null
 step "plugins (wasm32-wasip2)"
 make --no-print-directory plugins
 
-step "SDK unit tests (Python, JavaScript)"
+step "SDK unit tests (Python, JavaScript, Go, C)"
 python3 -m unittest discover -s sdk/python/tests
 (cd sdk/js && npm test --silent)
+(cd sdk/go && GOPROXY=off GOTOOLCHAIN=local go test ./...)
+bash sdk/c/tests/run.sh
 
 step "host and test binaries"
 # (`cargo test` builds the orchard binary too: integration tests need it, same features.)

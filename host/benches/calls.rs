@@ -33,12 +33,13 @@ fn plugin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("ORCHARD_PLUGIN_DIR") {
         return dir.into();
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        PathBuf::from,
-    );
-    target.join("wasm32-wasip2/plugin")
+    paths::target_dir().join("wasm32-wasip2/plugin")
 }
+
+/// The suites' one paths module (target directory, plugins, the `orchard` binary).
+#[allow(dead_code, reason = "the bench uses the target directory only")]
+#[path = "../../tests/e2e/src/paths.rs"]
+mod paths;
 
 /// A component's path; stops with a hint when it has not been built.
 fn component(file: &str) -> PathBuf {
@@ -151,7 +152,7 @@ fn guests() -> Vec<(&'static str, &'static str, ExternalResource)> {
             ExternalResource {
                 id: "example.org.".into(),
                 state: json!({"id": "example.org.", "name": "example.org.", "kind": "Native",
-                              "serial": 2026112901, "account": "platform", "dnssec": false}),
+                              "serial": 2_026_112_901, "account": "platform", "dnssec": false}),
             },
         ),
         (

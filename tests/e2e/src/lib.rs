@@ -24,7 +24,6 @@ pub mod harness;
 pub mod oci;
 pub mod paths;
 pub mod pdns;
-pub mod pdns_api;
 pub mod rabbitmq;
 pub mod scenarios;
 

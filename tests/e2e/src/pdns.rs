@@ -8,6 +8,8 @@ use anyhow::bail;
 use kube::api::ApiResource;
 use serde_json::{Value, json};
 
+pub mod tsig;
+
 use crate::harness::{Harness, HostSpec};
 use crate::paths::plugin;
 use crate::{TestEnv, poll_until};

@@ -6,7 +6,7 @@
 
 use anyhow::Context;
 use orchard_e2e::harness::Harness;
-use orchard_e2e::pdns_api::{self, TSIG_SECRET};
+use orchard_e2e::pdns::tsig::{self as tsig_api, TSIG_SECRET};
 use orchard_e2e::rabbitmq::{self, Api, quote};
 use orchard_e2e::scenario_set;
 use orchard_e2e::scenarios::Subject;
@@ -202,7 +202,7 @@ impl Subject for Exchange {
 // -- TsigKey (C) ----------------------------------------------------------------------------------
 
 pub struct Tsig {
-    api: pdns_api::Api,
+    api: tsig_api::Api,
 }
 
 /// The algorithm of the keys `create_external` makes for the ambiguous-filter marker (the only
@@ -229,10 +229,10 @@ impl Subject for Tsig {
     const API_VERSION: &'static str = "pdns.orchard.dev/v1alpha1";
     const KIND: &'static str = "TsigKey";
     const PLUGIN: &'static str = "pdns-tsig";
-    const SECRET: &'static str = pdns_api::SECRET;
+    const SECRET: &'static str = tsig_api::SECRET;
 
     async fn harness(name: &str) -> anyhow::Result<(Harness, Self)> {
-        let (h, api) = pdns_api::harness(&format!("tsig-{name}")).await?;
+        let (h, api) = tsig_api::harness(&format!("tsig-{name}")).await?;
         if name == "import-filter" {
             // Keys of the marker algorithm left by an earlier, failed run would make the
             // ambiguous filter match more than two.

@@ -9,10 +9,10 @@ use crate::TestEnv;
 use crate::harness::{Harness, HostSpec, kind};
 use crate::paths::plugin;
 
+pub use super::SECRET;
+
 /// API group of the PowerDNS kinds.
 pub const GROUP: &str = "pdns.orchard.dev";
-/// Name of the credentials Secret every TSIG scenario creates.
-pub const SECRET: &str = "pdns";
 /// The secret under the Secret's key `tsigKey` (base64 of 32 bytes).
 pub const TSIG_SECRET: &str = "b3JjaGFyZC10c2lnLWtleS1mb3ItdGhlLWUyZS10ZXN0cw==";
 /// A value under the Secret's key `badKey` that PowerDNS refuses (not base64).
