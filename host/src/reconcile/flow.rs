@@ -2,14 +2,18 @@
 //! [`super::normal`] (create / update) and [`super::delete`]; this module runs them:
 //!
 //! 1. `decode_envelope` — the spec envelope, once; a malformed one is `InvalidConfiguration`;
-//! 2. `skip_if_up_to_date` — nothing changed since the last pass and no resync is due;
-//! 3. the flow of the object's state (normal or delete);
-//! 4. `clear_marker` — the create-pending marker goes once the resource can no longer be lost:
+//! 2. `hold_if_paused` — an object annotated [`PAUSED`] gets no external call at all (not
+//!    even its deletion, unless it detaches): its status says `Paused`, nothing else is
+//!    written;
+//! 3. `skip_if_up_to_date` — nothing changed since the last pass and no resync is due, and no
+//!    new [`RECONCILE_NOW`] value asks for a pass;
+//! 4. the flow of the object's state (normal or delete);
+//! 5. `clear_marker` — the create-pending marker goes once the resource can no longer be lost:
 //!    its id is recorded, or (a plugin that can adopt) adoption would find it;
-//! 5. `write_status` — one status apply, only when something changed (a refused one is
+//! 6. `write_status` — one status apply, only when something changed (a refused one is
 //!    replaced by a minimal status that says why). It is the pass's last write, so whoever
 //!    sees the pass's conditions sees the object as the pass leaves it;
-//! 6. `next_action` — backoff, poll, resync or wait for a watch event.
+//! 7. `next_action` — backoff, poll, resync or wait for a watch event.
 //!
 //! Writes never wake the controller for another pass ([`super::triggers`]): what comes next
 //! is decided here alone.
@@ -33,6 +37,15 @@ use crate::reconcile::StoredMeta;
 
 /// Annotation set while a create is in flight; an interrupted create is never repeated blindly.
 pub const CREATE_PENDING: &str = "orchard.dev/create-pending";
+
+/// Annotation of the operator: `"true"` stops every external call for the object (create,
+/// update, delete) until it is removed or set to anything else.
+pub const PAUSED: &str = "orchard.dev/paused";
+
+/// Annotation of the operator: each new value (e.g. a timestamp, `kubectl annotate
+/// --overwrite`) asks for one full pass now, even of an up-to-date object or one in a
+/// terminal state.
+pub const RECONCILE_NOW: &str = "orchard.dev/reconcile-now";
 
 /// Delay before refetching a resource a reconciler changed.
 const REFRESH: Duration = Duration::from_millis(50);
@@ -92,9 +105,14 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
     // Taken before the pass: a swap during it means another pass with the new version.
     let plugin_version = ctx.plugin_version();
     let inputs = deps::inputs_fingerprint(ctx.ops.as_ref(), &ctx.description, obj);
+    let requested = reconcile_now_key(obj);
+    if is_paused(obj) && !(deleting && envelope.as_ref().is_ok_and(Envelope::detaches)) {
+        return hold_if_paused(obj, ctx).await;
+    }
     if !deleting
         && let Ok(envelope) = &envelope
-        && let Some(action) = skip_if_up_to_date(obj, ctx, envelope, plugin_version, inputs)
+        && let Some(action) =
+            skip_if_up_to_date(obj, ctx, envelope, plugin_version, inputs, requested)
     {
         return Ok((Pass::default(), action));
     }
@@ -123,6 +141,7 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
             PassRecord {
                 version: plugin_version,
                 inputs,
+                requested,
             },
         );
     }
@@ -136,7 +155,35 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
     Ok((pass, action))
 }
 
-/// Phase 2: an object whose Progressing is False at its current generation is up to date
+/// Whether the operator paused the object ([`PAUSED`]).
+fn is_paused(obj: &DynamicObject) -> bool {
+    obj.annotations().get(PAUSED).is_some_and(|v| v == "true")
+}
+
+/// A digest of the object's [`RECONCILE_NOW`] value (0 without one).
+fn reconcile_now_key(obj: &DynamicObject) -> u64 {
+    use std::hash::{Hash, Hasher};
+    obj.annotations().get(RECONCILE_NOW).map_or(0, |v| {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        v.hash(&mut hasher);
+        // 0 means "none": a value hashing to it still counts as one.
+        hasher.finish().max(1)
+    })
+}
+
+/// Phase 2: a paused object shows `Paused` and is otherwise left alone — no plugin call, no
+/// finalizer or marker write, no pass recorded (so unpausing runs a full pass at once: the
+/// annotation's change is a trigger).
+async fn hold_if_paused(obj: &DynamicObject, ctx: &Context) -> Result<(Pass, Next), Error> {
+    let mut pass = Pass {
+        paused: true,
+        ..Pass::default()
+    };
+    write_status(obj, ctx, &mut pass).await?;
+    Ok((pass, Next::Wait))
+}
+
+/// Phase 3: an object whose Progressing is False at its current generation is up to date
 /// until its resync is due — unless the plugin was swapped since its last pass, our finalizer
 /// is missing (put it back), or, after a terminal failure, a dependency or the credentials
 /// Secret changed (the cause may be fixed there). Filtering here rather than in a watch
@@ -148,9 +195,14 @@ fn skip_if_up_to_date(
     envelope: &Envelope,
     plugin_version: u64,
     inputs: u64,
+    requested: u64,
 ) -> Option<Next> {
     let record = ctx.pass_record(obj);
     if plugin_version != 0 && record.map(|r| r.version) != Some(plugin_version) {
+        return None;
+    }
+    // A reconcile-now value this host has not passed with (after a restart: once).
+    if requested != 0 && record.map(|r| r.requested) != Some(requested) {
         return None;
     }
     if !has_finalizer(obj, &ctx.names.finalizer) && !envelope.detaches() {
@@ -162,6 +214,10 @@ fn skip_if_up_to_date(
     if progressing["status"] != "False"
         || progressing["observedGeneration"].as_i64() != Some(generation)
     {
+        return None;
+    }
+    if progressing["reason"] == "Paused" {
+        // Unpaused: the pass the pause held back.
         return None;
     }
     if progressing["reason"] != "Success" {
@@ -203,7 +259,7 @@ pub(super) fn answer<T>(result: CallResult<Result<T, Failure>>) -> Result<T, Fai
         .and_then(std::convert::identity)
 }
 
-/// Phase 5: one server-side apply of the status subresource, when anything changed. If the
+/// Phase 6: one server-side apply of the status subresource, when anything changed. If the
 /// apiserver refuses it (too large, invalid), a minimal status says why and the pass counts
 /// as a transient failure (backoff), so the object never shows an id and no condition.
 async fn write_status(obj: &DynamicObject, ctx: &Context, pass: &mut Pass) -> Result<(), Error> {
@@ -240,7 +296,7 @@ async fn write_status(obj: &DynamicObject, ctx: &Context, pass: &mut Pass) -> Re
     Ok(())
 }
 
-/// Phase 4: the marker of an earlier (or this pass's) create goes once the pass knows the
+/// Phase 5: the marker of an earlier (or this pass's) create goes once the pass knows the
 /// resource. That is safe before the status write: a plugin that cannot adopt had its id
 /// written at once, right after the create; for one that can, adoption finds the resource if
 /// the host dies before the status write.
@@ -253,7 +309,7 @@ async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result
     Ok(())
 }
 
-/// Phase 6: when to come back.
+/// Phase 7: when to come back.
 fn next_action(obj: &DynamicObject, ctx: &Context, pass: &Pass, resync: Option<Duration>) -> Next {
     let key = obj.stored_uid();
     if let Some(failure) = &pass.failure {

@@ -211,6 +211,8 @@ pub struct PassRecord {
     pub version: u64,
     /// [`deps::inputs_fingerprint`] at that pass.
     pub inputs: u64,
+    /// The digest of its `orchard.dev/reconcile-now` value (0: none).
+    pub requested: u64,
 }
 
 /// Everything a pass over one plugin's objects needs.

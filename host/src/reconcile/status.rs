@@ -23,6 +23,8 @@ pub struct Pass {
     pub id: StatusId,
     /// This pass set the create-pending marker (the object read at its start lacks it).
     pub marker_set: bool,
+    /// The object is paused (`orchard.dev/paused`): nothing was done.
+    pub paused: bool,
 }
 
 /// What a pass does to `status.id`.
@@ -56,7 +58,7 @@ impl Pass {
 
     /// Nothing pending and no failure.
     pub fn is_done(&self) -> bool {
-        self.progress.is_empty() && self.failure.is_none()
+        self.progress.is_empty() && self.failure.is_none() && !self.paused
     }
 
     /// Adds a step's status.
@@ -72,6 +74,23 @@ pub use crate::conditions::Condition;
 
 /// Progressing and Available for a pass (ORC's rules).
 pub fn conditions(pass: &Pass, has_id: bool) -> [Condition; 2] {
+    if pass.paused {
+        let message = "Paused by the annotation orchard.dev/paused: the external resource is not created, changed or deleted until it is removed".to_owned();
+        return [
+            Condition {
+                type_: "Available",
+                status: if has_id { "Unknown" } else { "False" },
+                reason: "Paused".to_owned(),
+                message: message.clone(),
+            },
+            Condition {
+                type_: "Progressing",
+                status: "False",
+                reason: "Paused".to_owned(),
+                message,
+            },
+        ];
+    }
     let progressing = match (&pass.failure, pass.progress.is_empty()) {
         (Some(f), _) => Condition {
             type_: "Progressing",

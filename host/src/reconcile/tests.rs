@@ -1342,3 +1342,125 @@ async fn a_new_plugin_version_re_observes_an_up_to_date_object_once() {
     reconcile_object(&w.cluster.current(), &ctx).await.unwrap();
     assert!(w.system.calls().is_empty(), "once");
 }
+
+// ---------------------------------------------------------------------------------------
+// Operator controls: pause, reconcile now
+// ---------------------------------------------------------------------------------------
+
+fn annotate(w: &World, key: &str, value: Option<&str>) {
+    w.set(|o| {
+        let annotations = o.metadata.annotations.get_or_insert_default();
+        match value {
+            Some(v) => annotations.insert(key.to_owned(), v.to_owned()),
+            None => annotations.remove(key),
+        };
+    });
+}
+
+#[tokio::test]
+async fn a_paused_object_gets_no_plugin_call_and_says_paused_until_unpaused() {
+    let w = World::new(managed("a"));
+    annotate(&w, super::flow::PAUSED, Some("true"));
+    let (pass, next) = w.pass().await;
+    assert!(pass.paused);
+    assert_eq!(next, Next::Wait);
+    assert!(w.system.calls().is_empty(), "no call while paused");
+    assert_eq!(kinds(&w.cluster.writes()), ["status(id=null)"]);
+    let (status, reason, message) = condition(&w.object(), "Progressing");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Paused"));
+    assert!(message.contains("orchard.dev/paused"), "{message}");
+    assert!(!w.system.has("ext-a"));
+    // Another trigger while paused writes nothing new.
+    w.pass().await;
+    assert_eq!(w.cluster.writes(), []);
+
+    // Unpaused (the annotation's change is a trigger): the pass the pause held back.
+    annotate(&w, super::flow::PAUSED, None);
+    w.pass().await;
+    assert!(w.system.calls().contains(&"create".to_owned()));
+    assert!(w.system.has("ext-a"));
+    assert_eq!(condition(&w.object(), "Progressing").1, "Success");
+}
+
+#[tokio::test]
+async fn deleting_a_paused_object_waits_with_its_finalizer_and_its_resource() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    annotate(&w, super::flow::PAUSED, Some("true"));
+    w.delete();
+    w.system.calls();
+    let (pass, next) = w.pass().await;
+    assert!(!pass.released);
+    assert_eq!(next, Next::Wait);
+    assert!(w.system.calls().is_empty());
+    assert!(
+        w.system.has("ext-a"),
+        "a paused object's resource is never deleted"
+    );
+    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
+
+    annotate(&w, super::flow::PAUSED, Some("false"));
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert!(!w.system.has("ext-a"));
+}
+
+#[tokio::test]
+async fn a_paused_object_that_detaches_is_released_at_once() {
+    let w = World::new(object(
+        "a",
+        100,
+        json!({"resource": {"name": "a"}, "managedOptions": {"onDelete": "detach"}}),
+    ));
+    w.pass().await;
+    annotate(&w, super::flow::PAUSED, Some("true"));
+    w.delete();
+    w.system.calls();
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert!(w.system.calls().is_empty());
+    assert!(w.system.has("ext-a"));
+}
+
+#[tokio::test]
+async fn each_new_reconcile_now_value_runs_one_full_pass_of_an_up_to_date_object() {
+    let w = World::new(managed("a"));
+    w.pass().await;
+    w.system.calls();
+    w.pass().await;
+    assert!(w.system.calls().is_empty(), "up to date");
+
+    annotate(&w, super::flow::RECONCILE_NOW, Some("2026-12-01T14:00:00Z"));
+    w.pass().await;
+    assert_eq!(
+        w.system.calls(),
+        ["get-by-id", "reconcilers", "available", "observed"]
+    );
+    w.pass().await;
+    assert!(w.system.calls().is_empty(), "the same value asks once");
+
+    annotate(&w, super::flow::RECONCILE_NOW, Some("2026-12-01T14:05:00Z"));
+    w.pass().await;
+    assert!(!w.system.calls().is_empty(), "a new value asks again");
+}
+
+#[tokio::test]
+async fn a_reconcile_now_value_retries_a_terminal_failure() {
+    let w = World::new(managed("a"));
+    *w.system.create.lock().unwrap() =
+        CreateMode::Fails(Failure::InvalidConfiguration("quota: ask ops".into()));
+    let (_, next) = w.pass().await;
+    assert_eq!(next, Next::Wait);
+    w.system.calls();
+    w.pass().await;
+    assert!(
+        w.system.calls().is_empty(),
+        "terminal: not retried by itself"
+    );
+
+    *w.system.create.lock().unwrap() = CreateMode::Works;
+    annotate(&w, super::flow::RECONCILE_NOW, Some("1"));
+    w.pass().await;
+    assert!(w.system.calls().contains(&"create".to_owned()));
+    assert_eq!(condition(&w.object(), "Progressing").1, "Success");
+}
