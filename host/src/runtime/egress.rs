@@ -167,7 +167,7 @@ impl WasiHttpHooks for EgressHooks {
     ) -> SendFuture {
         let policy = Arc::clone(&self.policy);
         if !policy.allows(request.uri()) {
-            tracing::warn!(plugin = %self.plugin, uri = %request.uri(), "outbound request denied by the allow-list");
+            tracing::warn!(plugin = %self.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)");
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
         // The guest may ask for shorter timeouts, never longer ones.
