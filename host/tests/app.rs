@@ -118,13 +118,21 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
         // detach, so that deleting the object only removes the finalizer.
         "spec": {"resource": {"greeting": "hello"}, "managedOptions": {"onDelete": "detach"}}
     });
-    api.patch(
-        "in-process",
-        &PatchParams::apply("app-test"),
-        &Patch::Apply(&echo),
+    // A CRD just established may not be served for a moment yet (404): retry then.
+    poll(
+        "the Echo to be applied",
+        Duration::from_secs(30),
+        || async {
+            api.patch(
+                "in-process",
+                &PatchParams::apply("app-test"),
+                &Patch::Apply(&echo),
+            )
+            .await
+            .ok()
+        },
     )
-    .await
-    .unwrap();
+    .await;
     poll(
         "the Echo to be Available",
         Duration::from_secs(30),
