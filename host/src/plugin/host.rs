@@ -118,8 +118,9 @@ impl PluginHost {
                         Arc::clone(&self.config),
                         Arc::clone(&self.registry),
                         Arc::clone(&self.claims),
+                        stop.clone(),
                     );
-                    tasks.spawn(worker.run(rx, stop.clone()));
+                    tasks.spawn(worker.run(rx));
                 }
             };
             match event {

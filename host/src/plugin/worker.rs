@@ -86,7 +86,7 @@ pub struct Worker {
     registry: Arc<Registry>,
     claims: Arc<KindClaims>,
     serving: Option<Serving>,
-    /// The controller of the kind stops (drains) on this token's cancellation.
+    /// The host's shutdown: the kind's controller runs on a child of it.
     stop: CancellationToken,
 }
 
@@ -98,6 +98,7 @@ impl Worker {
         config: Arc<PluginHostConfig>,
         registry: Arc<Registry>,
         claims: Arc<KindClaims>,
+        shutdown: CancellationToken,
     ) -> Self {
         Self {
             name,
@@ -106,18 +107,13 @@ impl Worker {
             registry,
             claims,
             serving: None,
-            stop: CancellationToken::new(),
+            stop: shutdown,
         }
     }
 
-    /// Serves the Plugin `spec` says until it is `None` (deleted) or `shutdown` is
-    /// cancelled; then stops the kind's controller, letting reconciles in flight finish.
-    pub async fn run(
-        mut self,
-        mut spec: watch::Receiver<Option<Arc<Plugin>>>,
-        shutdown: CancellationToken,
-    ) {
-        self.stop = shutdown.child_token();
+    /// Serves the Plugin `spec` says until it is `None` (deleted) or the host shuts down;
+    /// then stops the kind's controller, letting reconciles in flight finish.
+    pub async fn run(mut self, mut spec: watch::Receiver<Option<Arc<Plugin>>>) {
         let backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
         loop {
             let current = spec.borrow_and_update().clone();
@@ -148,7 +144,7 @@ impl Worker {
             let host_stops = tokio::select! {
                 changed = spec.changed() => changed.is_err(),
                 () = wait => false,
-                () = shutdown.cancelled() => true,
+                () = self.stop.cancelled() => true,
             };
             if host_stops {
                 self.stop_serving("the host is shutting down").await;

@@ -1377,6 +1377,16 @@ async fn a_paused_object_gets_no_plugin_call_and_says_paused_until_unpaused() {
     // Unpaused (the annotation's change is a trigger): the pass the pause held back.
     annotate(&w, super::flow::PAUSED, None);
     w.pass().await;
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=true)",
+            "event Created",
+            "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")"
+        ],
+        "unpaused: the create the pause held back, as any create"
+    );
     assert!(w.system.calls().contains(&"create".to_owned()));
     assert!(w.system.has("ext-a"));
     assert_eq!(condition(&w.object(), "Progressing").1, "Success");
@@ -1389,10 +1399,16 @@ async fn deleting_a_paused_object_waits_with_its_finalizer_and_its_resource() {
     annotate(&w, super::flow::PAUSED, Some("true"));
     w.delete();
     w.system.calls();
+    w.cluster.writes();
     let (pass, next) = w.pass().await;
     assert!(!pass.released);
     assert_eq!(next, Next::Wait);
     assert!(w.system.calls().is_empty());
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["status(id=\"ext-a\")"],
+        "only the Paused status"
+    );
     assert!(
         w.system.has("ext-a"),
         "a paused object's resource is never deleted"
@@ -1403,6 +1419,11 @@ async fn deleting_a_paused_object_waits_with_its_finalizer_and_its_resource() {
     let (pass, _) = w.pass().await;
     assert!(pass.released);
     assert!(!w.system.has("ext-a"));
+    assert_eq!(w.system.calls(), ["get-by-id", "delete", "get-by-id"]);
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
 }
 
 #[tokio::test]
@@ -1416,10 +1437,16 @@ async fn a_paused_object_that_detaches_is_released_at_once() {
     annotate(&w, super::flow::PAUSED, Some("true"));
     w.delete();
     w.system.calls();
+    w.cluster.writes();
     let (pass, _) = w.pass().await;
     assert!(pass.released);
     assert!(w.system.calls().is_empty());
     assert!(w.system.has("ext-a"));
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Detached", "metadata(finalizer=false, marker=false)"],
+        "the detach flow as unpaused: released without a status write"
+    );
 }
 
 #[tokio::test]
@@ -1430,14 +1457,21 @@ async fn each_new_reconcile_now_value_runs_one_full_pass_of_an_up_to_date_object
     w.pass().await;
     assert!(w.system.calls().is_empty(), "up to date");
 
+    w.cluster.writes();
     annotate(&w, super::flow::RECONCILE_NOW, Some("2026-12-01T14:00:00Z"));
     w.pass().await;
     assert_eq!(
         w.system.calls(),
         ["get-by-id", "reconcilers", "available", "observed"]
     );
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["status(id=\"ext-a\")"],
+        "a done pass records its lastSyncTime, nothing else"
+    );
     w.pass().await;
     assert!(w.system.calls().is_empty(), "the same value asks once");
+    assert_eq!(w.cluster.writes(), []);
 
     annotate(&w, super::flow::RECONCILE_NOW, Some("2026-12-01T14:05:00Z"));
     w.pass().await;
@@ -1461,6 +1495,10 @@ async fn a_reconcile_now_value_retries_a_terminal_failure() {
     *w.system.create.lock().unwrap() = CreateMode::Works;
     annotate(&w, super::flow::RECONCILE_NOW, Some("1"));
     w.pass().await;
-    assert!(w.system.calls().contains(&"create".to_owned()));
+    assert_eq!(
+        w.system.calls().iter().filter(|c| *c == "create").count(),
+        1,
+        "one create, now"
+    );
     assert_eq!(condition(&w.object(), "Progressing").1, "Success");
 }
