@@ -21,7 +21,9 @@
 #
 # Test environment: the running one named by ORCHARD_TESTENV_ENV (an env file), else this script
 # brings one up with tests/env/testenv.sh in ORCHARD_BENCH_TESTENV_DIR (default
-# ~/.cache/orchard/bench-testenv) and brings it down at the end.
+# ~/.cache/orchard/bench-testenv) and brings it down at the end. Its PowerDNS keeps zones in
+# LMDB (ORCHARD_BENCH_PDNS_BACKEND=sqlite for the tests' SQLite backend, which answers 500
+# "database is locked" to concurrent deletes: docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -108,6 +110,7 @@ if [ -n "${ORCHARD_TESTENV_ENV:-}" ]; then
   say "test environment: $ENV_FILE (given)"
 else
   export ORCHARD_TESTENV_DIR=${ORCHARD_BENCH_TESTENV_DIR:-$HOME/.cache/orchard/bench-testenv}
+  export ORCHARD_TESTENV_PDNS_BACKEND=${ORCHARD_BENCH_PDNS_BACKEND:-lmdb}
   say "test environment up ($ORCHARD_TESTENV_DIR)"
   bash tests/env/install-deps.sh
   ENV_FILE=$(bash tests/env/testenv.sh up | tail -n 1)
@@ -126,7 +129,8 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
 native=()
 has orchard-native && native=(--orchard-native-bin "$BIN_DIR/orchard")
 
-say "harness: $OBJECTS objects, contenders $CONTENDERS, results in $OUT"
+backend=$(grep -s '^PDNS_BACKEND=' "$(dirname "$ENV_FILE")/internal.env" | cut -d= -f2)
+say "harness: PowerDNS backend ${backend:-unknown}; $OBJECTS objects, contenders $CONTENDERS, results in $OUT"
 rc=0
 "$BIN_DIR/orchard-throughput" \
   --objects "$OBJECTS" --contenders "$CONTENDERS" \

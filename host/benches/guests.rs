@@ -11,6 +11,10 @@
 //!   parses both, a list out), also a fresh instance;
 //! - `load/<lang>/cached`: `Runtime::load` from a warm compiled-component cache (hash the bytes,
 //!   deserialise the native code, link).
+//! - `pass/<lang>/{fresh_instances,one_instance}`: the calls of a reconcile pass that do no
+//!   I/O — `reconcilers`, `available`, `observed` — with a fresh instance for each call (the
+//!   host before issue 13) and on one pass view ([`Actuator::for_pass`]: one instance for the
+//!   pass, made at its first call), so the difference is what one instance per pass saves.
 //!
 //! A cold compile (Cranelift, no cache) of the Python and JavaScript components takes seconds:
 //! it is not sampled. The benchmark keeps its compiled components in `<target>/bench-cache`
@@ -176,6 +180,40 @@ fn calls(c: &mut Criterion) {
     }
 }
 
+/// The calls of a pass that do no I/O, on `actuator`.
+async fn pass_calls(actuator: &dyn Actuator, obj: &ManagedObject, res: &ExternalResource) {
+    actuator.reconcilers(obj, res).await.unwrap().unwrap();
+    actuator.available(obj, res).await.unwrap();
+    actuator.observed(res).await.unwrap();
+}
+
+fn passes(c: &mut Criterion) {
+    let rt = tokio();
+    let runtime = runtime();
+    for guest in guests() {
+        let actuator: ComponentActuator = runtime
+            .load_file(&component(guest.file), None, PluginConfig::default())
+            .unwrap();
+        let obj = object(&guest.spec, &guest.resource.id);
+        let res = &guest.resource;
+        let mut group = c.benchmark_group(format!("pass/{}", guest.lang));
+        group.warm_up_time(Duration::from_secs(2));
+        group.measurement_time(Duration::from_secs(5));
+        group.bench_function("fresh_instances", |bench| {
+            bench
+                .to_async(&rt)
+                .iter(|| async { pass_calls(&actuator, &obj, res).await });
+        });
+        group.bench_function("one_instance", |bench| {
+            bench.to_async(&rt).iter(|| async {
+                let view = actuator.for_pass().unwrap();
+                pass_calls(&*view, &obj, res).await;
+            });
+        });
+        group.finish();
+    }
+}
+
 fn loads(c: &mut Criterion) {
     let cached = runtime();
     for guest in guests() {
@@ -203,6 +241,6 @@ fn loads(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default();
-    targets = calls, loads
+    targets = calls, passes, loads
 }
 criterion_main!(benches);

@@ -645,3 +645,105 @@ async fn a_last_line_without_a_newline_is_still_logged() {
     );
     assert!(!text.contains("dropped"), "{text}");
 }
+
+/// The number of `get-by-id` calls the instance that answered has served (fixture `calls`).
+async fn calls_served(plugin: &dyn Actuator) -> u64 {
+    let res = plugin
+        .get_by_id(&obj(), "calls")
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    res.state["calls"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn the_calls_of_one_pass_share_one_instance_and_each_plugin_call_gets_a_fresh_one() {
+    let (rt, _cache) = runtime();
+    let plugin = faulty(&rt, PluginConfig::default());
+    let pass = plugin.for_pass().unwrap();
+    assert_eq!(calls_served(&*pass).await, 1);
+    assert_eq!(calls_served(&*pass).await, 2);
+    assert_eq!(calls_served(&*pass).await, 3);
+    // Another object's pass starts from its own instance.
+    let other = plugin.for_pass().unwrap();
+    assert_eq!(calls_served(&*other).await, 1);
+    // Without a pass, every call is alone.
+    assert_eq!(calls_served(&plugin).await, 1);
+    assert_eq!(calls_served(&plugin).await, 1);
+}
+
+#[tokio::test]
+async fn a_call_that_traps_in_a_pass_leaves_the_next_call_a_fresh_instance() {
+    let (rt, _cache) = runtime();
+    let plugin = faulty(&rt, tight());
+    let pass = plugin.for_pass().unwrap();
+    assert_eq!(calls_served(&*pass).await, 1);
+    let err = pass.get_by_id(&obj(), "trap").await.unwrap_err();
+    assert!(matches!(err, CallError::Trap { .. }), "{err:?}");
+    assert_eq!(calls_served(&*pass).await, 1);
+    // A broken answer drops the instance too.
+    let err = pass.get_by_id(&obj(), "bad-json").await.unwrap_err();
+    assert!(matches!(err, CallError::Contract { .. }), "{err:?}");
+    assert_eq!(calls_served(&*pass).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_call_of_a_pass_gets_its_own_deadline_and_a_deadline_costs_only_that_call() {
+    let (rt, _cache) = runtime();
+    let plugin = faulty(&rt, tight());
+    let pass = plugin.for_pass().unwrap();
+    // Three calls of 200 ms each: 600 ms on one instance, under a deadline of 300 ms per call.
+    for _ in 0..3 {
+        let res = pass.get_by_id(&obj(), "spin:200").await.unwrap().unwrap();
+        assert_eq!(res.unwrap().id, "spin:200");
+    }
+    assert_eq!(calls_served(&*pass).await, 4);
+    let err = pass.get_by_id(&obj(), "loop").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CallError::Deadline {
+                timeout_ms: 300,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(calls_served(&*pass).await, 1);
+}
+
+#[tokio::test]
+async fn each_call_of_a_pass_has_its_own_output_budget() {
+    let (rt, _cache) = runtime();
+    let plugin = faulty(&rt, PluginConfig::default());
+    let pass = plugin.for_pass().unwrap();
+    let (logs, _guard) = CapturedLogs::start();
+    pass.get_by_id(&obj(), "flood").await.unwrap().unwrap();
+    pass.get_by_id(&obj(), "flood").await.unwrap().unwrap();
+    let text = logs.text();
+    let logged = text.lines().filter(|l| l.contains("of a flood")).count();
+    assert_eq!(
+        logged,
+        2 * MAX_OUTPUT_LINES_PER_CALL,
+        "{logged} lines logged"
+    );
+    let summaries = text
+        .lines()
+        .filter(|l| l.contains("dropped 11800 lines"))
+        .count();
+    assert_eq!(
+        summaries, 1,
+        "the first call's summary comes when the second starts"
+    );
+    drop(pass);
+    let summaries = logs
+        .text()
+        .lines()
+        .filter(|l| l.contains("dropped 11800 lines"))
+        .count();
+    assert_eq!(
+        summaries, 2,
+        "the last call's summary comes when the pass ends"
+    );
+}

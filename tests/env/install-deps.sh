@@ -22,6 +22,8 @@ fi
 declare -A PROBE=(
   [pdns-server]=/usr/sbin/pdns_server
   [pdns-backend-sqlite3]=/usr/share/doc/pdns-backend-sqlite3/schema.sqlite3.sql
+  # the throughput bench's backend (ORCHARD_TESTENV_PDNS_BACKEND=lmdb)
+  [pdns-backend-lmdb]=/usr/lib/x86_64-linux-gnu/pdns/liblmdbbackend.so
   [docker-registry]=/usr/bin/docker-registry
   [openssl]=/usr/bin/openssl
   [curl]=/usr/bin/curl

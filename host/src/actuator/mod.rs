@@ -89,11 +89,19 @@ impl CallError {
 pub type CallResult<T> = Result<T, CallError>;
 
 /// Everything specific to one kind of external resource. The contract of each method is
-/// written in `wit/actuator.wit`; implementations MUST keep no state between calls.
+/// written in `wit/actuator.wit`; an implementation MUST NOT carry state from one object's
+/// calls into another's, and MUST NOT rely on state between passes.
 #[async_trait]
 pub trait Actuator: Send + Sync {
     /// The plugin's name, for logs and errors.
     fn name(&self) -> &str;
+    /// A view of this actuator for one reconcile pass of one object: the caller MUST use it
+    /// for that one object only and drop it when the pass ends. It MAY serve the pass's
+    /// calls from one instance (a component does: its start-up is paid once per pass), and
+    /// it answers as this actuator would. `None` (the default): call this actuator itself.
+    fn for_pass(&self) -> Option<Box<dyn Actuator>> {
+        None
+    }
     /// `describe`.
     async fn describe(&self) -> CallResult<Description>;
     /// `get-by-id`.

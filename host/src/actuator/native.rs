@@ -3,7 +3,12 @@
 //! It goes through the same JSON-text face ([`orchard_sdk::Raw`]) as the component, so the
 //! difference between the two measures the Wasm boundary alone. Used by benchmarks and flow
 //! tests; production plugins are components.
+//!
+//! The SDK's calls block (its HTTP client is synchronous): the calls that may do I/O run on
+//! tokio's blocking pool, as a native operator would run them on threads, so they never hold
+//! one of the runtime's worker threads the way a component's (async) calls do not either.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,14 +17,14 @@ use serde_json::Value;
 
 use super::contract::{Boundary, RawDescription};
 use super::{
-    Actuator, Availability, CallResult, DependencyDecl, Description, ExternalResource, Failure,
-    ManagedObject, Progress, Status, WaitEvent,
+    Actuator, Availability, CallError, CallResult, DependencyDecl, Description, ExternalResource,
+    Failure, ManagedObject, Progress, Status, WaitEvent,
 };
 
-/// An SDK actuator called natively (blocking calls run on the caller's thread).
+/// An SDK actuator called natively (calls that may do I/O run on the blocking pool).
 pub struct NativeActuator<A: sdk::Actuator> {
     name: String,
-    raw: sdk::Raw<A>,
+    raw: Arc<sdk::Raw<A>>,
 }
 
 impl<A: sdk::Actuator> NativeActuator<A> {
@@ -28,7 +33,7 @@ impl<A: sdk::Actuator> NativeActuator<A> {
         let raw = sdk::Raw(A::default());
         Self {
             name: raw.describe().name,
-            raw,
+            raw: Arc::new(raw),
         }
     }
 
@@ -129,8 +134,26 @@ fn status(s: sdk::Status) -> Status {
     }
 }
 
+impl<A: sdk::Actuator + Send + Sync + 'static> NativeActuator<A> {
+    /// Runs `call` on the blocking pool; a panic in it is a trap of that call.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        function: &'static str,
+        call: impl FnOnce(&sdk::Raw<A>) -> T + Send + 'static,
+    ) -> CallResult<T> {
+        let raw = Arc::clone(&self.raw);
+        tokio::task::spawn_blocking(move || call(&raw))
+            .await
+            .map_err(|e| CallError::Trap {
+                plugin: self.name.clone(),
+                function,
+                message: format!("the native plugin panicked: {e}"),
+            })
+    }
+}
+
 #[async_trait]
-impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
+impl<A: sdk::Actuator + Send + Sync + 'static> Actuator for NativeActuator<A> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -167,8 +190,13 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         obj: &ManagedObject,
         id: &str,
     ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
-        let b = self.boundary("get-by-id");
-        Ok(match self.raw.get_by_id(object(obj), id) {
+        const F: &str = "get-by-id";
+        let (o, owned_id) = (object(obj), id.to_owned());
+        let answer = self
+            .blocking(F, move |raw| raw.get_by_id(o, &owned_id))
+            .await?;
+        let b = self.boundary(F);
+        Ok(match answer {
             Ok(Some(r)) => Ok(Some(b.resource_for_id(id, r.id, &r.state)?)),
             Ok(None) => Ok(None),
             Err(f) => Err(b.failure(failure(f))),
@@ -179,8 +207,13 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         &self,
         obj: &ManagedObject,
     ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
-        let b = self.boundary("list-for-adoption");
-        Ok(match self.raw.list_for_adoption(object(obj)) {
+        const F: &str = "list-for-adoption";
+        let o = object(obj);
+        let answer = self
+            .blocking(F, move |raw| raw.list_for_adoption(o))
+            .await?;
+        let b = self.boundary(F);
+        Ok(match answer {
             Ok(Some(list)) => Ok(Some(b.resources(list, parts)?)),
             Ok(None) => Ok(None),
             Err(f) => Err(b.failure(failure(f))),
@@ -192,25 +225,34 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         obj: &ManagedObject,
         filter: &Value,
     ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
-        let b = self.boundary("list-for-import");
-        Ok(
-            match self.raw.list_for_import(object(obj), &filter.to_string()) {
-                Ok(list) => Ok(b.resources(list, parts)?),
-                Err(f) => Err(b.failure(failure(f))),
-            },
-        )
+        const F: &str = "list-for-import";
+        let (o, filter) = (object(obj), filter.to_string());
+        let answer = self
+            .blocking(F, move |raw| raw.list_for_import(o, &filter))
+            .await?;
+        let b = self.boundary(F);
+        Ok(match answer {
+            Ok(list) => Ok(b.resources(list, parts)?),
+            Err(f) => Err(b.failure(failure(f))),
+        })
     }
 
     async fn create(&self, obj: &ManagedObject) -> CallResult<Result<ExternalResource, Status>> {
-        let b = self.boundary("create");
-        Ok(match self.raw.create(object(obj)) {
+        const F: &str = "create";
+        let o = object(obj);
+        let answer = self.blocking(F, move |raw| raw.create(o)).await?;
+        let b = self.boundary(F);
+        Ok(match answer {
             Ok(r) => Ok(b.resource(r.id, &r.state)?),
             Err(s) => Err(b.status(status(s))?),
         })
     }
 
     async fn delete(&self, obj: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
-        let s = self.raw.delete(object(obj), &resource(res));
+        let (o, r) = (object(obj), resource(res));
+        let s = self
+            .blocking("delete", move |raw| raw.delete(o, &r))
+            .await?;
         self.boundary("delete").status(status(s))
     }
 
@@ -232,7 +274,12 @@ impl<A: sdk::Actuator + Send + Sync> Actuator for NativeActuator<A> {
         obj: &ManagedObject,
         res: &ExternalResource,
     ) -> CallResult<Status> {
-        let s = self.raw.run_reconciler(name, object(obj), &resource(res));
+        let (name, o, r) = (name.to_owned(), object(obj), resource(res));
+        let s = self
+            .blocking("run-reconciler", move |raw| {
+                raw.run_reconciler(&name, o, &r)
+            })
+            .await?;
         self.boundary("run-reconciler").status(status(s))
     }
 

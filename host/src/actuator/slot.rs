@@ -5,8 +5,12 @@
 //!   even if a swap happens meanwhile (it holds its own `Arc`): no call is dropped.
 //! - Calls that start after [`ActuatorSlot::swap`] returns MUST go to the new version.
 //!
-//! A reconcile is a series of calls, each stateless by contract, so one that spans a swap
-//! finishes on the new version.
+//! - A pass's view ([`Actuator::for_pass`]) MUST come from the version current when the pass
+//!   starts; the whole pass then runs on that version (its instance holds it). The host sees
+//!   the swap and runs another pass with the new version.
+//!
+//! An actuator without pass views serves each call of a pass from the version current at that
+//! call, so a pass that spans a swap finishes on the new version.
 
 use std::sync::{Arc, RwLock};
 
@@ -58,6 +62,9 @@ impl ActuatorSlot {
 impl Actuator for ActuatorSlot {
     fn name(&self) -> &str {
         &self.name
+    }
+    fn for_pass(&self) -> Option<Box<dyn Actuator>> {
+        self.current().for_pass()
     }
     async fn describe(&self) -> CallResult<Description> {
         self.current().describe().await

@@ -3,6 +3,8 @@
 //! - `orchard_reconciles_total{plugin,kind,result}` and `orchard_reconcile_duration_seconds`;
 //! - `orchard_reconcile_errors_total{plugin,kind,reason}`;
 //! - `orchard_wasm_call_duration_seconds{plugin,function,outcome}`;
+//! - `orchard_wasm_instances_total{plugin}`: instances made (one per pass, plus one after each
+//!   failed call);
 //! - `orchard_queue_depth{plugin}`: objects waiting for a scheduled reconcile;
 //! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
 
@@ -63,6 +65,7 @@ pub struct Metrics {
     reconcile_duration: Histograms<KindLabels>,
     errors: Family<ErrorLabels, Counter>,
     wasm_calls: Histograms<CallLabels>,
+    wasm_instances: Family<PluginLabels, Counter>,
     queue_depth: Family<PluginLabels, Gauge>,
     load_failures: Family<PluginLabels, Counter>,
     leader: Gauge,
@@ -100,6 +103,12 @@ impl Metrics {
             "Duration of one plugin call",
             wasm_calls.clone(),
         );
+        let wasm_instances = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "wasm_instances",
+            "Plugin instances made",
+            wasm_instances.clone(),
+        );
         let queue_depth = Family::<PluginLabels, Gauge>::default();
         registry.register(
             "queue_depth",
@@ -124,6 +133,7 @@ impl Metrics {
             reconcile_duration,
             errors,
             wasm_calls,
+            wasm_instances,
             queue_depth,
             load_failures,
             leader,
@@ -167,6 +177,15 @@ impl Metrics {
                 outcome: if ok { "ok" } else { "error" }.to_owned(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// An instance of `plugin` was made.
+    pub fn wasm_instance(&self, plugin: &str) {
+        self.wasm_instances
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
     }
 
     /// Whether `object` of `plugin` waits for a scheduled reconcile.

@@ -19,7 +19,7 @@ use super::flow::{answer, call_failure};
 use super::ops::{Note, OwnMetadata};
 use super::status::Pass;
 use super::{Context, Error, has_finalizer};
-use crate::actuator::{ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
+use crate::actuator::{Actuator, ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
 
 /// How often a deletion is polled until the resource is gone.
 pub const DELETE_POLL: Duration = Duration::from_secs(1);
@@ -75,7 +75,10 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
         return Ok(Pass::waiting(progress));
     }
 
-    let res = match locate_for_delete(obj, ctx, &mo).await {
+    // Every call of the pass goes to one view of the plugin (one instance for a component).
+    let view = ctx.actuator.for_pass();
+    let actuator = view.as_deref().unwrap_or(&*ctx.actuator);
+    let res = match locate_for_delete(obj, ctx, actuator, &mo).await {
         Err(failure) => return Ok(Pass::failed(failure)),
         Ok(Located::Gone) => {
             ctx.ops
@@ -102,7 +105,7 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
     };
 
     let mut pass = Pass::default();
-    match ctx.actuator.delete(&mo, &res).await {
+    match actuator.delete(&mo, &res).await {
         Err(e) => return Ok(Pass::failed(call_failure(&e))),
         Ok(status) => pass.absorb(status),
     }
@@ -110,7 +113,7 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
         return Ok(pass);
     }
     // Gone already? Then release now; else poll until it is.
-    match answer(ctx.actuator.get_by_id(&mo, &res.id).await) {
+    match answer(actuator.get_by_id(&mo, &res.id).await) {
         Ok(None) => {
             ctx.ops
                 .publish(obj, Note::normal("Deleted", format!("deleted {}", res.id)))
@@ -143,13 +146,14 @@ enum Located {
 async fn locate_for_delete(
     obj: &DynamicObject,
     ctx: &Context,
+    actuator: &dyn Actuator,
     mo: &ManagedObject,
 ) -> Result<Located, Failure> {
     let mut held = None;
     if let Some(id) = &mo.status_id {
         match ctx.claims.other_holder(obj, id) {
             None => {
-                return Ok(match answer(ctx.actuator.get_by_id(mo, id).await)? {
+                return Ok(match answer(actuator.get_by_id(mo, id).await)? {
                     Some(res) => Located::Found(res),
                     None => Located::Gone,
                 });
@@ -157,7 +161,7 @@ async fn locate_for_delete(
             Some(holder) => held = Some((id.clone(), holder.key)),
         }
     }
-    let found = answer(ctx.actuator.list_for_adoption(mo).await)?;
+    let found = answer(actuator.list_for_adoption(mo).await)?;
     // `None`: adoption does not apply to this object, so nothing to delete by name.
     let candidates: Vec<ExternalResource> = found
         .unwrap_or_default()

@@ -26,7 +26,7 @@ use super::flow::{CREATE_PENDING, answer, call_failure};
 use super::ops::{Note, OwnMetadata};
 use super::status::{Pass, StatusId};
 use super::{Context, Error, has_finalizer};
-use crate::actuator::{ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
+use crate::actuator::{Actuator, ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
 
 /// How often an import filter with no match is polled.
 pub const IMPORT_POLL: Duration = Duration::from_secs(5);
@@ -59,8 +59,11 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
         return Ok(Pass::waiting(progress));
     }
 
+    // Every call of the pass goes to one view of the plugin (one instance for a component).
+    let view = ctx.actuator.for_pass();
+    let actuator = view.as_deref().unwrap_or(&*ctx.actuator);
     let mut pass = Pass::default();
-    let (res, found) = match locate(obj, ctx, envelope, &mut mo, &mut pass).await? {
+    let (res, found) = match locate(obj, ctx, actuator, envelope, &mut mo, &mut pass).await? {
         Ok(located) => located,
         Err(ended) => {
             if !pass.marker_set {
@@ -83,9 +86,9 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
     }
 
     if envelope.managed() {
-        run_reconcilers(ctx, &mo, &res, &mut pass).await;
+        run_reconcilers(actuator, &mo, &res, &mut pass).await;
     }
-    observe(ctx, &mo, &res, &mut pass).await;
+    observe(actuator, &mo, &res, &mut pass).await;
     Ok(pass)
 }
 
@@ -119,12 +122,11 @@ fn taken(what: &str, id: &str, other: &Holder) -> Failure {
 async fn locate(
     obj: &DynamicObject,
     ctx: &Context,
+    actuator: &dyn Actuator,
     envelope: &Envelope,
     mo: &mut ManagedObject,
     pass: &mut Pass,
 ) -> Result<Result<(ExternalResource, Found), Pass>, Error> {
-    let actuator = &ctx.actuator;
-
     // status.id: the resource we already know — unless an older object holds it (someone
     // edited this status.id): then it is not ours to touch.
     if let Some(id) = mo.status_id.clone() {
@@ -355,17 +357,17 @@ pub(super) async fn clear_create_pending(obj: &DynamicObject, ctx: &Context) -> 
 
 /// Phase 5: every reconciler, in order, even after one fails; statuses aggregated.
 async fn run_reconcilers(
-    ctx: &Context,
+    actuator: &dyn Actuator,
     mo: &ManagedObject,
     res: &ExternalResource,
     pass: &mut Pass,
 ) {
-    let names = match answer(ctx.actuator.reconcilers(mo, res).await) {
+    let names = match answer(actuator.reconcilers(mo, res).await) {
         Err(f) => return pass.failure = Some(f),
         Ok(names) => names,
     };
     for name in names {
-        match ctx.actuator.run_reconciler(&name, mo, res).await {
+        match actuator.run_reconciler(&name, mo, res).await {
             Err(e) => pass.absorb(call_failure(&e).into()),
             Ok(status) => pass.absorb(status),
         }
@@ -373,15 +375,20 @@ async fn run_reconcilers(
 }
 
 /// Phase 6: availability and observed state of the resource.
-async fn observe(ctx: &Context, mo: &ManagedObject, res: &ExternalResource, pass: &mut Pass) {
-    match ctx.actuator.available(mo, res).await {
+async fn observe(
+    actuator: &dyn Actuator,
+    mo: &ManagedObject,
+    res: &ExternalResource,
+    pass: &mut Pass,
+) {
+    match actuator.available(mo, res).await {
         Err(e) => pass.absorb(call_failure(&e).into()),
         Ok((availability, status)) => {
             pass.availability = Some(availability);
             pass.absorb(status);
         }
     }
-    match ctx.actuator.observed(res).await {
+    match actuator.observed(res).await {
         Err(e) => pass.absorb(call_failure(&e).into()),
         Ok(observed) => pass.observed = Some(observed),
     }

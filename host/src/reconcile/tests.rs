@@ -1502,3 +1502,193 @@ async fn a_reconcile_now_value_retries_a_terminal_failure() {
     );
     assert_eq!(condition(&w.object(), "Progressing").1, "Success");
 }
+
+// ---------------------------------------------------------------------------------------
+// Pass views
+// ---------------------------------------------------------------------------------------
+
+/// A plugin with pass views: the plugin itself refuses every call (it panics), its views
+/// pass them on to the system and count themselves.
+struct Viewed {
+    system: Arc<System>,
+    views: Mutex<u32>,
+}
+
+/// One pass's view of [`Viewed`].
+struct View(Arc<System>);
+
+macro_rules! outside_the_view {
+    () => {
+        panic!("a plugin call outside the pass's view")
+    };
+}
+
+#[async_trait]
+impl Actuator for Viewed {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn for_pass(&self) -> Option<Box<dyn Actuator>> {
+        *self.views.lock().unwrap() += 1;
+        Some(Box::new(View(Arc::clone(&self.system))))
+    }
+    async fn describe(&self) -> CallResult<Description> {
+        Ok(description())
+    }
+    async fn get_by_id(
+        &self,
+        _: &ManagedObject,
+        _: &str,
+    ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
+        outside_the_view!()
+    }
+    async fn list_for_adoption(
+        &self,
+        _: &ManagedObject,
+    ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
+        outside_the_view!()
+    }
+    async fn list_for_import(
+        &self,
+        _: &ManagedObject,
+        _: &Value,
+    ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
+        outside_the_view!()
+    }
+    async fn create(&self, _: &ManagedObject) -> CallResult<Result<ExternalResource, Status>> {
+        outside_the_view!()
+    }
+    async fn delete(&self, _: &ManagedObject, _: &ExternalResource) -> CallResult<Status> {
+        outside_the_view!()
+    }
+    async fn reconcilers(
+        &self,
+        _: &ManagedObject,
+        _: &ExternalResource,
+    ) -> CallResult<Result<Vec<String>, Failure>> {
+        outside_the_view!()
+    }
+    async fn run_reconciler(
+        &self,
+        _: &str,
+        _: &ManagedObject,
+        _: &ExternalResource,
+    ) -> CallResult<Status> {
+        outside_the_view!()
+    }
+    async fn available(
+        &self,
+        _: &ManagedObject,
+        _: &ExternalResource,
+    ) -> CallResult<(Availability, Status)> {
+        outside_the_view!()
+    }
+    async fn observed(&self, _: &ExternalResource) -> CallResult<Value> {
+        outside_the_view!()
+    }
+}
+
+#[async_trait]
+impl Actuator for View {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    async fn describe(&self) -> CallResult<Description> {
+        self.0.describe().await
+    }
+    async fn get_by_id(
+        &self,
+        obj: &ManagedObject,
+        id: &str,
+    ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
+        self.0.get_by_id(obj, id).await
+    }
+    async fn list_for_adoption(
+        &self,
+        obj: &ManagedObject,
+    ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
+        self.0.list_for_adoption(obj).await
+    }
+    async fn list_for_import(
+        &self,
+        obj: &ManagedObject,
+        filter: &Value,
+    ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
+        self.0.list_for_import(obj, filter).await
+    }
+    async fn create(&self, obj: &ManagedObject) -> CallResult<Result<ExternalResource, Status>> {
+        self.0.create(obj).await
+    }
+    async fn delete(&self, obj: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
+        self.0.delete(obj, res).await
+    }
+    async fn reconcilers(
+        &self,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<Result<Vec<String>, Failure>> {
+        self.0.reconcilers(obj, res).await
+    }
+    async fn run_reconciler(
+        &self,
+        name: &str,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<Status> {
+        self.0.run_reconciler(name, obj, res).await
+    }
+    async fn available(
+        &self,
+        obj: &ManagedObject,
+        res: &ExternalResource,
+    ) -> CallResult<(Availability, Status)> {
+        self.0.available(obj, res).await
+    }
+    async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
+        self.0.observed(res).await
+    }
+}
+
+#[tokio::test]
+async fn every_call_of_a_pass_goes_to_one_view_made_for_that_pass() {
+    let system = Arc::new(System {
+        reconcilers: Mutex::new(vec!["settings".into()]),
+        ..System::default()
+    });
+    let viewed = Arc::new(Viewed {
+        system: Arc::clone(&system),
+        views: Mutex::new(0),
+    });
+    let cluster = Arc::new(Cluster::new(managed("a")));
+    let ctx = Context::new(
+        Arc::clone(&viewed) as Arc<dyn Actuator>,
+        description(),
+        Settings::default(),
+        Arc::clone(&cluster) as Arc<dyn ObjectOps>,
+        Arc::new(Claims::default()),
+    );
+    // Create: adoption, create, reconcilers, availability and observed state in one view.
+    let (created, _) = reconcile_object(&cluster.current(), &ctx).await.unwrap();
+    assert!(created.is_done(), "{created:?}");
+    assert_eq!(*viewed.views.lock().unwrap(), 1);
+    assert_eq!(
+        system.calls(),
+        [
+            "list-for-adoption",
+            "create",
+            "reconcilers",
+            "run-reconciler",
+            "available",
+            "observed"
+        ]
+    );
+
+    // Delete: get-by-id, delete and the check that it is gone in the next one.
+    cluster.object.lock().unwrap().metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+    );
+    let (deleted, _) = reconcile_object(&cluster.current(), &ctx).await.unwrap();
+    assert!(deleted.released, "{deleted:?}");
+    assert_eq!(*viewed.views.lock().unwrap(), 2);
+    assert_eq!(system.calls(), ["get-by-id", "delete", "get-by-id"]);
+}

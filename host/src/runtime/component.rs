@@ -1,12 +1,22 @@
-//! [`ComponentActuator`]: the [`Actuator`] trait over a Wasm component. Every call gets a
-//! fresh store and instance from the `InstancePre` (no state leaks between objects), a
-//! wall-clock deadline, and the plugin's memory cap, output cap and egress policy. Every
-//! value the guest returns goes through [`crate::actuator::contract`].
+//! [`ComponentActuator`]: the [`Actuator`] trait over a Wasm component. Every value the guest
+//! returns goes through [`crate::actuator::contract`]; every call gets a wall-clock deadline,
+//! and the plugin's memory cap, output cap and egress policy.
+//!
+//! # Instances
+//!
+//! - The loaded plugin gives every call a fresh store and instance from the `InstancePre`.
+//! - [`Actuator::for_pass`] gives one reconcile pass of one object its own view, which serves
+//!   all the pass's calls from one instance, made at its first call: the guest's start-up
+//!   (a Python or JavaScript runtime) is paid once per pass, not once per call. State the
+//!   guest keeps lives for that pass only; objects never share an instance.
+//! - An instance whose call failed in any way (trap, deadline, memory cap, broken contract…)
+//!   is dropped: the pass's next call starts a fresh one. The deadline, the output budget and
+//!   the memory-cap flag are re-armed for every call.
 //!
 //! # Deadline and scheduling
 //!
 //! The deadline is measured on the wall clock from the call's start (instantiation
-//! included). Two mechanisms enforce it:
+//! included, when the call makes the instance). Two mechanisms enforce it:
 //!
 //! - the epoch-deadline callback runs at every epoch tick ([`engine::EPOCH_TICK`]) while the
 //!   guest computes: past the deadline it interrupts the guest (`Trap::Interrupt`, reported as
@@ -20,7 +30,7 @@
 //!
 //! A drifting ticker only delays the check by its drift; it does not add up over the call.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -38,8 +48,8 @@ use crate::actuator::{
     ExternalResource, Failure, ManagedObject, Progress, Status, WaitEvent,
 };
 
-/// A loaded plugin.
-pub struct ComponentActuator {
+/// What loading a plugin made: shared by the plugin and every pass's view of it.
+pub(crate) struct Loaded {
     pub(crate) name: Arc<str>,
     pub(crate) pre: ActuatorPluginPre<PluginState>,
     pub(crate) limits: Limits,
@@ -47,34 +57,58 @@ pub struct ComponentActuator {
     pub(crate) digest: String,
 }
 
+/// A store with its instantiated plugin, kept between the calls of one pass.
+struct Live {
+    store: Store<PluginState>,
+    plugin: ActuatorPlugin,
+}
+
+/// A loaded plugin, or one pass's view of it ([`Actuator::for_pass`]).
+pub struct ComponentActuator {
+    loaded: Arc<Loaded>,
+    /// `Some` for a pass's view: the instance its calls share (`None` until the first call,
+    /// and after a failed one).
+    pass: Option<Mutex<Option<Live>>>,
+}
+
 impl ComponentActuator {
+    pub(crate) fn new(loaded: Loaded) -> Self {
+        Self {
+            loaded: Arc::new(loaded),
+            pass: None,
+        }
+    }
+
     /// `sha256:<hex>` of the component.
     pub fn digest(&self) -> &str {
-        &self.digest
+        &self.loaded.digest
     }
 
     /// The plugin's limits.
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        &self.loaded.limits
     }
 
-    async fn instance(
+    async fn instantiate(
         &self,
         function: &'static str,
         object: &str,
         deadline: Instant,
-    ) -> CallResult<(Store<PluginState>, ActuatorPlugin)> {
+    ) -> CallResult<Live> {
+        let l = &self.loaded;
         let state = PluginState::new(
-            Arc::clone(&self.name),
+            Arc::clone(&l.name),
             object.to_owned(),
-            Arc::clone(&self.egress),
-            self.limits.memory_bytes,
+            Arc::clone(&l.egress),
+            l.limits.memory_bytes,
         );
-        let mut store = Store::new(self.pre.engine(), state);
+        let mut store = Store::new(l.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
-        // The callback runs at the next tick, then at every tick.
+        // Instantiation runs guest code (start functions): it is under the deadline too.
+        store.data_mut().arm(deadline);
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
+        store.epoch_deadline_callback(|cx| {
+            let deadline = cx.data().deadline;
             let now = Instant::now();
             Ok(if now >= deadline {
                 UpdateDeadline::Interrupt
@@ -88,19 +122,20 @@ impl ComponentActuator {
                 UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             })
         });
-        let plugin = self
+        crate::ops::metrics::global().wasm_instance(&l.name);
+        let plugin = l
             .pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| self.classify(function, &store, &e, "instantiate"))?;
-        Ok((store, plugin))
+        Ok(Live { store, plugin })
     }
 
     fn deadline_error(&self, function: &'static str) -> CallError {
         CallError::Deadline {
-            plugin: self.name.to_string(),
+            plugin: self.loaded.name.to_string(),
             function,
-            timeout_ms: self.limits.call_timeout.as_millis(),
+            timeout_ms: self.loaded.limits.call_timeout.as_millis(),
         }
     }
 
@@ -111,12 +146,12 @@ impl ComponentActuator {
         error: &wasmtime::Error,
         phase: &str,
     ) -> CallError {
-        let plugin = self.name.to_string();
+        let plugin = self.loaded.name.to_string();
         if store.data().memory.hit {
             return CallError::MemoryCap {
                 plugin,
                 function,
-                limit_bytes: self.limits.memory_bytes,
+                limit_bytes: self.loaded.limits.memory_bytes,
             };
         }
         match error.downcast_ref::<Trap>() {
@@ -139,29 +174,57 @@ impl ComponentActuator {
         }
     }
 
-    /// Runs `function` on a fresh instance under the call's deadline (module docs) and
-    /// classifies any failure.
-    async fn call<R>(
+    /// The pass's instance, if it has a healthy one; taken out while a call uses it, so a
+    /// call that does not finish (deadline, dropped future) leaves none behind.
+    fn take_live(&self) -> Option<Live> {
+        let slot = self.pass.as_ref()?;
+        slot.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Keeps `live` for the pass's next call (the loaded plugin keeps nothing).
+    fn keep_live(&self, live: Live) {
+        if let Some(slot) = &self.pass {
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(live);
+        }
+    }
+
+    /// Runs `function` under the call's deadline (module docs) on the pass's instance or a
+    /// fresh one, and classifies any failure. `check` validates the answer: an instance whose
+    /// answer broke the contract is not kept either.
+    async fn call<R, T>(
         &self,
         function: &'static str,
         object: &str,
         run: impl AsyncFnOnce(&ActuatorPlugin, &mut Store<PluginState>) -> wasmtime::Result<R>,
-    ) -> CallResult<R> {
+        check: impl FnOnce(R) -> CallResult<T>,
+    ) -> CallResult<T> {
         let started = Instant::now();
-        let deadline = started + self.limits.call_timeout;
+        let deadline = started + self.loaded.limits.call_timeout;
         let call = async {
-            let (mut store, plugin) = self.instance(function, object, deadline).await?;
-            let outcome = run(&plugin, &mut store).await;
-            outcome.map_err(|e| self.classify(function, &store, &e, "call"))
+            // The epoch callback runs at the next tick, then at every tick.
+            let mut live = match self.take_live() {
+                Some(mut live) => {
+                    live.store.data_mut().arm(deadline);
+                    live.store.set_epoch_deadline(1);
+                    live
+                }
+                None => self.instantiate(function, object, deadline).await?,
+            };
+            let outcome = run(&live.plugin, &mut live.store).await;
+            let answer = outcome
+                .map_err(|e| self.classify(function, &live.store, &e, "call"))
+                .and_then(check)?;
+            self.keep_live(live);
+            Ok(answer)
         };
         let result = tokio::time::timeout_at((deadline + engine::EPOCH_TICK).into(), call)
             .await
             .unwrap_or_else(|_| Err(self.deadline_error(function)));
         if let Err(e) = &result {
-            tracing::debug!(plugin = %self.name, object, function, error = %e, "plugin call failed");
+            tracing::debug!(plugin = %self.loaded.name, object, function, error = %e, "plugin call failed");
         }
         crate::ops::metrics::global().wasm_call(
-            &self.name,
+            &self.loaded.name,
             function,
             result.is_ok(),
             started.elapsed(),
@@ -170,7 +233,7 @@ impl ComponentActuator {
     }
 
     fn boundary(&self, function: &'static str) -> Boundary<'_> {
-        Boundary::new(&self.name, function)
+        Boundary::new(&self.loaded.name, function)
     }
 }
 
@@ -181,39 +244,50 @@ fn parts(r: wit::ExternalResource) -> (String, String) {
 #[async_trait]
 impl Actuator for ComponentActuator {
     fn name(&self) -> &str {
-        &self.name
+        &self.loaded.name
+    }
+
+    fn for_pass(&self) -> Option<Box<dyn Actuator>> {
+        Some(Box::new(Self {
+            loaded: Arc::clone(&self.loaded),
+            pass: Some(Mutex::new(None)),
+        }))
     }
 
     async fn describe(&self) -> CallResult<Description> {
         const F: &str = "describe";
-        let d = self
-            .call(F, "", async |p, s| {
-                p.orchard_actuator_actuator().call_describe(s).await
-            })
-            .await?;
-        self.boundary(F).description(RawDescription {
-            name: d.name,
-            group: d.group,
-            version: d.version,
-            kind: d.kind,
-            plural: d.plural,
-            resource_schema: d.resource_schema,
-            filter_schema: d.filter_schema,
-            observed_schema: d.observed_schema,
-            dependencies: d
-                .dependencies
-                .into_iter()
-                .map(|d| DependencyDecl {
+        let b = self.boundary(F);
+        self.call(
+            F,
+            "",
+            async |p, s| p.orchard_actuator_actuator().call_describe(s).await,
+            |d| {
+                b.description(RawDescription {
                     name: d.name,
-                    field: d.field,
+                    group: d.group,
+                    version: d.version,
                     kind: d.kind,
-                    for_create: d.for_create,
-                    for_delete: d.for_delete,
-                    guard_deletion: d.guard_deletion,
+                    plural: d.plural,
+                    resource_schema: d.resource_schema,
+                    filter_schema: d.filter_schema,
+                    observed_schema: d.observed_schema,
+                    dependencies: d
+                        .dependencies
+                        .into_iter()
+                        .map(|d| DependencyDecl {
+                            name: d.name,
+                            field: d.field,
+                            kind: d.kind,
+                            for_create: d.for_create,
+                            for_delete: d.for_delete,
+                            guard_deletion: d.guard_deletion,
+                        })
+                        .collect(),
+                    needs_credentials: d.needs_credentials,
                 })
-                .collect(),
-            needs_credentials: d.needs_credentials,
-        })
+            },
+        )
+        .await
     }
 
     async fn get_by_id(
@@ -222,20 +296,24 @@ impl Actuator for ComponentActuator {
         id: &str,
     ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
         const F: &str = "get-by-id";
-        let o = object(obj);
-        let r = self
-            .call(F, &obj.name, async |p, s| {
+        let (o, b) = (object(obj), self.boundary(F));
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| {
                 p.orchard_actuator_actuator()
                     .call_get_by_id(s, &o, id)
                     .await
-            })
-            .await?;
-        let b = self.boundary(F);
-        Ok(match r {
-            Ok(Some(r)) => Ok(Some(b.resource_for_id(id, r.id, &r.state)?)),
-            Ok(None) => Ok(None),
-            Err(f) => Err(b.failure(failure(f))),
-        })
+            },
+            |r| {
+                Ok(match r {
+                    Ok(Some(r)) => Ok(Some(b.resource_for_id(id, r.id, &r.state)?)),
+                    Ok(None) => Ok(None),
+                    Err(f) => Err(b.failure(failure(f))),
+                })
+            },
+        )
+        .await
     }
 
     async fn list_for_adoption(
@@ -243,20 +321,24 @@ impl Actuator for ComponentActuator {
         obj: &ManagedObject,
     ) -> CallResult<Result<Option<Vec<ExternalResource>>, Failure>> {
         const F: &str = "list-for-adoption";
-        let o = object(obj);
-        let r = self
-            .call(F, &obj.name, async |p, s| {
+        let (o, b) = (object(obj), self.boundary(F));
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| {
                 p.orchard_actuator_actuator()
                     .call_list_for_adoption(s, &o)
                     .await
-            })
-            .await?;
-        let b = self.boundary(F);
-        Ok(match r {
-            Ok(Some(list)) => Ok(Some(b.resources(list, parts)?)),
-            Ok(None) => Ok(None),
-            Err(f) => Err(b.failure(failure(f))),
-        })
+            },
+            |r| {
+                Ok(match r {
+                    Ok(Some(list)) => Ok(Some(b.resources(list, parts)?)),
+                    Ok(None) => Ok(None),
+                    Err(f) => Err(b.failure(failure(f))),
+                })
+            },
+        )
+        .await
     }
 
     async fn list_for_import(
@@ -265,45 +347,53 @@ impl Actuator for ComponentActuator {
         filter: &Value,
     ) -> CallResult<Result<Vec<ExternalResource>, Failure>> {
         const F: &str = "list-for-import";
-        let o = object(obj);
+        let (o, b) = (object(obj), self.boundary(F));
         let filter = filter.to_string();
-        let r = self
-            .call(F, &obj.name, async |p, s| {
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| {
                 p.orchard_actuator_actuator()
                     .call_list_for_import(s, &o, &filter)
                     .await
-            })
-            .await?;
-        let b = self.boundary(F);
-        Ok(match r {
-            Ok(list) => Ok(b.resources(list, parts)?),
-            Err(f) => Err(b.failure(failure(f))),
-        })
+            },
+            |r| {
+                Ok(match r {
+                    Ok(list) => Ok(b.resources(list, parts)?),
+                    Err(f) => Err(b.failure(failure(f))),
+                })
+            },
+        )
+        .await
     }
 
     async fn create(&self, obj: &ManagedObject) -> CallResult<Result<ExternalResource, Status>> {
         const F: &str = "create";
-        let o = object(obj);
-        let r = self
-            .call(F, &obj.name, async |p, s| {
-                p.orchard_actuator_actuator().call_create(s, &o).await
-            })
-            .await?;
-        let b = self.boundary(F);
-        Ok(match r {
-            Ok(r) => Ok(b.resource(r.id, &r.state)?),
-            Err(s) => Err(b.status(status(s))?),
-        })
+        let (o, b) = (object(obj), self.boundary(F));
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| p.orchard_actuator_actuator().call_create(s, &o).await,
+            |r| {
+                Ok(match r {
+                    Ok(r) => Ok(b.resource(r.id, &r.state)?),
+                    Err(s) => Err(b.status(status(s))?),
+                })
+            },
+        )
+        .await
     }
 
     async fn delete(&self, obj: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
-        let (o, r) = (object(obj), resource(res));
-        let s = self
-            .call("delete", &obj.name, async |p, s| {
-                p.orchard_actuator_actuator().call_delete(s, &o, &r).await
-            })
-            .await?;
-        self.boundary("delete").status(status(s))
+        const F: &str = "delete";
+        let (o, r, b) = (object(obj), resource(res), self.boundary(F));
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| p.orchard_actuator_actuator().call_delete(s, &o, &r).await,
+            |s| b.status(status(s)),
+        )
+        .await
     }
 
     async fn reconcilers(
@@ -311,19 +401,24 @@ impl Actuator for ComponentActuator {
         obj: &ManagedObject,
         res: &ExternalResource,
     ) -> CallResult<Result<Vec<String>, Failure>> {
-        let (o, r) = (object(obj), resource(res));
-        let out = self
-            .call("reconcilers", &obj.name, async |p, s| {
+        const F: &str = "reconcilers";
+        let (o, r, b) = (object(obj), resource(res), self.boundary(F));
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| {
                 p.orchard_actuator_actuator()
                     .call_reconcilers(s, &o, &r)
                     .await
-            })
-            .await?;
-        let b = self.boundary("reconcilers");
-        Ok(match out {
-            Ok(names) => Ok(b.reconcilers(names)?),
-            Err(f) => Err(b.failure(failure(f))),
-        })
+            },
+            |out| {
+                Ok(match out {
+                    Ok(names) => Ok(b.reconcilers(names)?),
+                    Err(f) => Err(b.failure(failure(f))),
+                })
+            },
+        )
+        .await
     }
 
     async fn run_reconciler(
@@ -332,15 +427,19 @@ impl Actuator for ComponentActuator {
         obj: &ManagedObject,
         res: &ExternalResource,
     ) -> CallResult<Status> {
-        let (o, r) = (object(obj), resource(res));
-        let s = self
-            .call("run-reconciler", &obj.name, async |p, s| {
+        const F: &str = "run-reconciler";
+        let (o, r, b) = (object(obj), resource(res), self.boundary(F));
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| {
                 p.orchard_actuator_actuator()
                     .call_run_reconciler(s, name, &o, &r)
                     .await
-            })
-            .await?;
-        self.boundary("run-reconciler").status(status(s))
+            },
+            |s| b.status(status(s)),
+        )
+        .await
     }
 
     async fn available(
@@ -348,31 +447,38 @@ impl Actuator for ComponentActuator {
         obj: &ManagedObject,
         res: &ExternalResource,
     ) -> CallResult<(Availability, Status)> {
-        let (o, r) = (object(obj), resource(res));
-        let (a, s) = self
-            .call("available", &obj.name, async |p, s| {
+        const F: &str = "available";
+        let (o, r, b) = (object(obj), resource(res), self.boundary(F));
+        self.call(
+            F,
+            &obj.name,
+            async |p, s| {
                 p.orchard_actuator_actuator()
                     .call_available(s, &o, &r)
                     .await
-            })
-            .await?;
-        let a = match a {
-            wit::Availability::Available => Availability::Available,
-            wit::Availability::Unavailable => Availability::Unavailable,
-            wit::Availability::Unknown => Availability::Unknown,
-        };
-        Ok((a, self.boundary("available").status(status(s))?))
+            },
+            |(a, s)| {
+                let a = match a {
+                    wit::Availability::Available => Availability::Available,
+                    wit::Availability::Unavailable => Availability::Unavailable,
+                    wit::Availability::Unknown => Availability::Unknown,
+                };
+                Ok((a, b.status(status(s))?))
+            },
+        )
+        .await
     }
 
     async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
         const F: &str = "observed";
-        let r = resource(res);
-        let text = self
-            .call(F, &res.id, async |p, s| {
-                p.orchard_actuator_actuator().call_observed(s, &r).await
-            })
-            .await?;
-        self.boundary(F).observed(&text)
+        let (r, b) = (resource(res), self.boundary(F));
+        self.call(
+            F,
+            &res.id,
+            async |p, s| p.orchard_actuator_actuator().call_observed(s, &r).await,
+            |text| b.observed(&text),
+        )
+        .await
     }
 }
 

@@ -154,13 +154,13 @@ impl Runtime {
             elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
             "plugin loaded"
         );
-        Ok(ComponentActuator {
+        Ok(ComponentActuator::new(component::Loaded {
             name: name.into(),
             pre,
             limits: config.limits,
             egress: Arc::new(config.egress),
             digest: loaded.digest,
-        })
+        }))
     }
 
     /// Loads a plugin from a file; its name is the file stem unless given.

@@ -5,6 +5,7 @@
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use wasmtime::component::ResourceTable;
@@ -17,7 +18,8 @@ use super::bindings::log;
 use super::egress::{EgressHooks, EgressPolicy};
 use super::limits::{MAX_OUTPUT_BYTES_PER_CALL, MAX_OUTPUT_LINES_PER_CALL, MemoryCap};
 
-/// Store data of one call.
+/// Store data of one instance: of one call, or of the calls of one pass
+/// ([`PluginState::arm`] re-arms the per-call parts).
 pub(crate) struct PluginState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
@@ -25,6 +27,8 @@ pub(crate) struct PluginState {
     egress: EgressHooks,
     pub(crate) memory: MemoryCap,
     output: Arc<Mutex<Output>>,
+    /// When the current call must have ended (read by the epoch-deadline callback).
+    pub(crate) deadline: Instant,
 }
 
 /// Most resources a guest may hold at once (streams, requests, pollables).
@@ -61,7 +65,16 @@ impl PluginState {
                 hit: false,
             },
             output,
+            deadline: Instant::now(),
         }
+    }
+
+    /// Starts a call that must end by `deadline`: a fresh output budget (what the last call
+    /// dropped is reported now) and a clear memory-cap flag.
+    pub(crate) fn arm(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        self.memory.hit = false;
+        lock(&self.output).next_call();
     }
 }
 
@@ -221,16 +234,18 @@ impl Output {
             text.trim_end_matches('\r')
         );
     }
-}
 
-impl Drop for Output {
-    fn drop(&mut self) {
-        for stream in [Stream::Stdout, Stream::Stderr] {
-            let i = stream as usize;
-            if !self.partial[i].is_empty() || self.partial_cut[i] > 0 {
-                self.end_line(stream);
-            }
-        }
+    /// A new call on the same instance: reports what the last one dropped, and gives the
+    /// new one the whole budget. Unfinished lines stay (the guest may go on writing them).
+    fn next_call(&mut self) {
+        self.report_dropped();
+        self.bytes = 0;
+        self.lines = 0;
+        self.dropped_bytes = 0;
+        self.dropped_lines = 0;
+    }
+
+    fn report_dropped(&self) {
         if self.dropped_lines > 0 || self.dropped_bytes > 0 {
             tracing::warn!(
                 plugin = %self.plugin,
@@ -242,6 +257,18 @@ impl Drop for Output {
                 self.dropped_bytes
             );
         }
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let i = stream as usize;
+            if !self.partial[i].is_empty() || self.partial_cut[i] > 0 {
+                self.end_line(stream);
+            }
+        }
+        self.report_dropped();
     }
 }
 
