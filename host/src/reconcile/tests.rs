@@ -1102,6 +1102,61 @@ async fn delete_with_several_adoption_candidates_is_terminal_and_deletes_nothing
 }
 
 #[tokio::test]
+async fn a_delete_blocked_by_a_failing_lookup_says_so_in_its_condition_and_an_event() {
+    let cases = [
+        // No status.id: the delete looks for the resource by adoption.
+        (
+            "list-for-adoption",
+            Failure::InvalidConfiguration("spec.name: missing".into()),
+        ),
+        // A status.id: by get-by-id.
+        ("get-by-id", Failure::Transient("connection refused".into())),
+    ];
+    for (function, failure) in cases {
+        let w = World::new(managed("a"));
+        if function == "get-by-id" {
+            w.pass().await;
+        } else {
+            w.set(|o| o.metadata.finalizers = Some(vec![FINALIZER.into()]));
+        }
+        w.cluster.writes();
+        w.system.calls();
+        w.system
+            .failing
+            .lock()
+            .unwrap()
+            .insert(function, Some(failure.clone()));
+        w.delete();
+        let (pass, next) = w.pass().await;
+        assert!(!pass.released, "{function}: the finalizer stays");
+        assert_eq!(w.system.calls(), [function], "nothing deleted");
+        let (status, reason, message) = condition(&w.object(), "Progressing");
+        assert_eq!(reason, failure.reason(), "{function}: the class is kept");
+        assert!(
+            message.starts_with(&format!(
+                "deletion is blocked: {function} failed: {failure}"
+            )) && message.contains(FINALIZER)
+                && message.contains("onDelete: detach"),
+            "{function}: {message}"
+        );
+        assert!(
+            kinds(&w.cluster.writes()).contains(&format!("event {}", failure.reason())),
+            "{function}: a warning Event"
+        );
+        match failure {
+            Failure::Transient(_) => {
+                assert_eq!(status, "True");
+                assert!(matches!(next, Next::After(_)), "retried with backoff");
+            }
+            _ => {
+                assert_eq!(status, "False");
+                assert_eq!(next, Next::Wait, "terminal: no loop");
+            }
+        }
+    }
+}
+
+#[tokio::test]
 async fn deleting_an_object_whose_status_id_another_holds_deletes_only_its_own_resource() {
     let claims = Arc::new(Claims::default());
     let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
