@@ -120,7 +120,7 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
                 .await;
             release(obj, ctx).await
         }
-        Err(f) => Ok(Pass::failed(blocked(ctx, "get-by-id", f))),
+        Err(f) => Ok(Pass::failed(blocked(ctx, "get-by-id", &f))),
         Ok(Some(_)) => Ok(Pass::waiting(vec![Progress::WaitingOnExternal {
             event: WaitEvent::Deletion,
             message: format!("Waiting for {} to be deleted", res.id),
@@ -154,7 +154,7 @@ async fn locate_for_delete(
         match ctx.claims.other_holder(obj, id) {
             None => {
                 let found = answer(actuator.get_by_id(mo, id).await)
-                    .map_err(|f| blocked(ctx, "get-by-id", f))?;
+                    .map_err(|f| blocked(ctx, "get-by-id", &f))?;
                 return Ok(match found {
                     Some(res) => Located::Found(res),
                     None => Located::Gone,
@@ -164,7 +164,7 @@ async fn locate_for_delete(
         }
     }
     let found = answer(actuator.list_for_adoption(mo).await)
-        .map_err(|f| blocked(ctx, "list-for-adoption", f))?;
+        .map_err(|f| blocked(ctx, "list-for-adoption", &f))?;
     // `None`: adoption does not apply to this object, so nothing to delete by name.
     let candidates: Vec<ExternalResource> = found
         .unwrap_or_default()
@@ -198,7 +198,7 @@ async fn locate_for_delete(
 
 /// A failure of `function` while deleting, said as what it is: the deletion waits on it (the
 /// finalizer stays), with the way out. The failure keeps its class (terminal or not).
-fn blocked(ctx: &Context, function: &str, failure: Failure) -> Failure {
+fn blocked(ctx: &Context, function: &str, failure: &Failure) -> Failure {
     let message = format!(
         "deletion is blocked: {function} failed: {failure}; the finalizer {} stays until it succeeds (or the object detaches: onDelete: detach)",
         ctx.names.finalizer
