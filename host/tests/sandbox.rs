@@ -428,8 +428,8 @@ impl orchard_sdk::Actuator for NativeFaulty {
         &self,
         _: &orchard_sdk::Object<Self::Spec>,
         _: &orchard_sdk::Resource<Self::State>,
-    ) -> orchard_sdk::Status {
-        orchard_sdk::Status::done()
+    ) -> Result<orchard_sdk::Status, orchard_sdk::Failure> {
+        Ok(orchard_sdk::Status::done())
     }
 
     fn observed(

@@ -144,10 +144,9 @@ static void describe(orc_description *d) {
 
 static orc_failure *get_by_id(const orc_object *obj, const char *id, orc_resource_out **out) {
   pdns p;
-  orc_failure *f = pdns_for(obj, &p);
-  if (f) return f;
+  ORC_TRY(pdns_for(obj, &p));
   orc_json *key = NULL;
-  f = fetch(&p, id, &key);
+  orc_failure *f = fetch(&p, id, &key);
   pdns_free(&p);
   if (key) {
     *out = malloc(sizeof **out);
@@ -174,8 +173,8 @@ static orc_failure *list_for_adoption(const orc_object *obj, orc_resources *out,
 
 static orc_failure *list_for_import(const orc_object *obj, const orc_json *filter, orc_resources *out) {
   pdns p;
-  orc_failure *f = pdns_for(obj, &p);
-  if (f) return f;
+  ORC_TRY(pdns_for(obj, &p));
+  orc_failure *f = NULL;
   orc_response r = {0};
   orc_json *all = NULL;
   if (!(f = pdns_call(&p, "GET", "/tsigkeys", NULL, &r)) && !(f = orc_response_check(&r, "list TSIG keys")))
@@ -202,7 +201,7 @@ static orc_status create(const orc_object *obj, orc_resource_out *out) {
   const char *name = orc_json_get_string(spec, "name", "");
   const char *algorithm = orc_json_get_string(spec, "algorithm", "hmac-sha256");
   char *secret = wanted_secret(obj, spec, &f);
-  if (f) return orc_failed(f);
+  ORC_TRY_STATUS(f);
   pdns p;
   if ((f = pdns_for(obj, &p))) {
     free(secret);

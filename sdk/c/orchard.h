@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -135,6 +136,21 @@ orc_status orc_wait_external(orc_wait_event event, uint32_t poll_after_ms, const
     __attribute__((format(printf, 3, 4)));
 orc_status orc_wait_object(const char *kind, const char *name, orc_wait_event event);
 bool orc_status_is_done(const orc_status *s);
+
+// Failure propagation, C's `?`: evaluate `expr` (an orc_failure *, or NULL) and return from the
+// calling function when it failed. ORC_TRY in functions that return orc_failure *, ORC_TRY_STATUS
+// in functions that return orc_status (the failure becomes a failed status). Use them before
+// the function holds anything it owns, or free that first: they return at once.
+#define ORC_TRY(expr)                                                                              \
+  do {                                                                                             \
+    orc_failure *orc_try_failure_ = (expr);                                                        \
+    if (orc_try_failure_) return orc_try_failure_;                                                 \
+  } while (0)
+#define ORC_TRY_STATUS(expr)                                                                       \
+  do {                                                                                             \
+    orc_failure *orc_try_failure_ = (expr);                                                        \
+    if (orc_try_failure_) return orc_failed(orc_try_failure_);                                     \
+  } while (0)
 // Moves the progress and (first) failure of `other` into `s`.
 void orc_status_and(orc_status *s, orc_status other);
 void orc_status_free(orc_status *s);
@@ -170,6 +186,20 @@ typedef struct {
   const orc_dependency *dependencies;
   const orc_credential *credentials;
 } orc_object;
+
+// A test object in one line (a compound literal; the arrays live as long as the enclosing block):
+//   orc_object obj = {.name = "k", .namespace_ = "default", .spec = spec,
+//                     ORC_CREDENTIALS(ORC_CREDENTIAL("url", "http://pdns"), ORC_CREDENTIAL("apiKey", "k")),
+//                     ORC_DEPENDENCIES({.name = "zone", .kind = "DnsZone", .object = "z", .id = "z."})};
+#define ORC_CREDENTIAL(key_, text) {.key = (key_), .value = (const uint8_t *)(text), .len = strlen(text)}
+#define ORC_CREDENTIALS(...)                                                                       \
+  .n_credentials = sizeof((orc_credential[]){__VA_ARGS__}) / sizeof(orc_credential),              \
+  .credentials = (const orc_credential[]){__VA_ARGS__}
+#define ORC_DEPENDENCIES(...)                                                                      \
+  .n_dependencies = sizeof((orc_dependency[]){__VA_ARGS__}) / sizeof(orc_dependency),             \
+  .dependencies = (const orc_dependency[]){__VA_ARGS__}
+#define ORC_LABELS(...)                                                                            \
+  .n_labels = sizeof((orc_label[]){__VA_ARGS__}) / sizeof(orc_label), .labels = (const orc_label[]){__VA_ARGS__}
 
 // The spec, or NULL with *failure set (InvalidConfiguration) when the object has none.
 const orc_json *orc_require_spec(const orc_object *obj, orc_failure **failure);

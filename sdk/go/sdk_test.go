@@ -221,3 +221,76 @@ func TestResponseCheckSortsStatusesByWhoCanFixThem(t *testing.T) {
 		t.Errorf("invalid URL: %v", err)
 	}
 }
+
+// short is an actuator written the short way: every method returns the error of a helper as is.
+type short struct{ Base[spec, filter, state] }
+
+func (short) Describe() Description { return Description{Name: "short"} }
+func (short) GetByID(obj *Object[spec], id string) (*Resource[state], error) {
+	if _, err := obj.DependencyID("parent"); err != nil {
+		return nil, err
+	}
+	return &Resource[state]{ID: id, State: state{Name: obj.Spec.Name}}, nil
+}
+func (short) Create(obj *Object[spec]) (*Resource[state], error) {
+	key, err := obj.Credential("apiKey")
+	if err != nil {
+		return nil, err
+	}
+	return &Resource[state]{ID: key, State: state{Name: obj.Spec.Name}}, nil
+}
+func (short) Delete(obj *Object[spec], _ *Resource[state]) (Status, error) {
+	_, err := obj.Credential("apiKey")
+	return Done(), err
+}
+
+func TestNewObjectBuildsATestObjectInOneLine(t *testing.T) {
+	o := NewObject("www", &spec{Name: "a"}).WithNamespace("ns").WithUID("u").WithGeneration(2).
+		WithLabel("l", "1").WithAnnotation("a", "2").WithStatusID("x").
+		WithDependency("parent", "Parent", "p", "p-1").WithCredential("apiKey", "k")
+	if o.Name != "www" || o.Namespace != "ns" || o.UID != "u" || o.Generation != 2 || o.Labels["l"] != "1" ||
+		o.Annotations["a"] != "2" || *o.StatusID != "x" || o.Spec.Name != "a" {
+		t.Fatalf("got %+v", o)
+	}
+	if id, err := o.DependencyID("parent"); id != "p-1" || err != nil {
+		t.Fatalf("dependency: %q, %v", id, err)
+	}
+	if k, err := o.Credential("apiKey"); k != "k" || err != nil {
+		t.Fatalf("credential: %q, %v", k, err)
+	}
+	if o := NewObject[spec]("i", nil); o.Namespace != "default" || o.Spec != nil {
+		t.Fatalf("imported: %+v", o)
+	}
+	for _, in := range []any{map[string]any{"name": "a"}, `{"name":"a"}`, json.RawMessage(`{"name":"a"}`)} {
+		if r := NewRawObject("www", in); string(*r.Spec) != `{"name":"a"}` || r.Namespace != "default" {
+			t.Fatalf("raw %v: %s", in, *r.Spec)
+		}
+	}
+	if r := NewRawObject("www", nil); r.Spec != nil {
+		t.Fatalf("no spec: %+v", r)
+	}
+	if res := NewRawResource("a", state{Name: "a"}); res.State != `{"name":"a"}` {
+		t.Fatalf("resource: %+v", res)
+	}
+}
+
+func TestAHelpersErrorReturnedAsIsIsTheRightStatus(t *testing.T) {
+	r := NewRaw[spec, filter, state](short{})
+	res := NewRawResource("a", state{Name: "a"})
+	want := InvalidConfiguration(`obj: the credentials Secret has no key "apiKey"`)
+	if _, s := r.Create(NewRawObject("obj", spec{Name: "a"})); s.Failure == nil || *s.Failure != *want || len(s.Progress) != 0 {
+		t.Fatalf("create: %v", s)
+	}
+	if s := r.Delete(NewRawObject("obj", spec{Name: "a"}), res); s.Failure == nil || *s.Failure != *want {
+		t.Fatalf("delete: %v", s)
+	}
+	if s := r.Delete(NewRawObject("obj", spec{Name: "a"}).WithCredential("apiKey", "k"), res); !s.IsDone() {
+		t.Fatalf("delete with the key: %v", s)
+	}
+	if out, s := r.Create(NewRawObject("obj", spec{Name: "a"}).WithCredential("apiKey", "k")); out == nil || out.ID != "k" || !s.IsDone() {
+		t.Fatalf("create with the key: %+v, %v", out, s)
+	}
+	if _, f := r.GetByID(NewRawObject("obj", spec{Name: "a"}), "a"); f == nil || f.Kind != KindTransient {
+		t.Fatalf("get-by-id without the dependency: %v", f)
+	}
+}

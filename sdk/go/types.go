@@ -271,3 +271,97 @@ type Resource[T any] struct {
 	ID    string
 	State T
 }
+
+// NewObject is a test object in one line: named name, in namespace "default", with spec (nil:
+// none, as for an imported object) and nothing else; chain the With methods for the rest:
+//
+//	obj := orchard.NewObject("www", &Spec{Name: "a"}).WithCredential("apiKey", "k").WithStatusID("x")
+func NewObject[S any](name string, spec *S) *Object[S] {
+	return &Object[S]{Name: name, Namespace: "default", Spec: spec}
+}
+
+// NewRawObject is NewObject as the host sends it (what NewRaw's functions take): spec is
+// marshalled to JSON text (a string or json.RawMessage is taken as JSON text already; nil:
+// no spec). It panics when spec does not marshal: it is for tests.
+func NewRawObject(name string, spec any) *RawObject {
+	if spec == nil {
+		return NewObject[json.RawMessage](name, nil)
+	}
+	var text json.RawMessage
+	switch s := spec.(type) {
+	case string:
+		text = json.RawMessage(s)
+	case json.RawMessage:
+		text = s
+	default:
+		b, err := json.Marshal(spec)
+		if err != nil {
+			panic(fmt.Sprintf("NewRawObject %s: spec: %v", name, err))
+		}
+		text = b
+	}
+	return NewObject(name, &text)
+}
+
+// WithNamespace sets the namespace; the With methods change the object and return it.
+func (o *Object[S]) WithNamespace(namespace string) *Object[S] { o.Namespace = namespace; return o }
+
+// WithUID sets metadata.uid.
+func (o *Object[S]) WithUID(uid string) *Object[S] { o.UID = uid; return o }
+
+// WithGeneration sets metadata.generation.
+func (o *Object[S]) WithGeneration(generation int64) *Object[S] { o.Generation = generation; return o }
+
+// WithLabel adds a label.
+func (o *Object[S]) WithLabel(key, value string) *Object[S] {
+	if o.Labels == nil {
+		o.Labels = map[string]string{}
+	}
+	o.Labels[key] = value
+	return o
+}
+
+// WithAnnotation adds an annotation.
+func (o *Object[S]) WithAnnotation(key, value string) *Object[S] {
+	if o.Annotations == nil {
+		o.Annotations = map[string]string{}
+	}
+	o.Annotations[key] = value
+	return o
+}
+
+// WithStatusID sets status.id.
+func (o *Object[S]) WithStatusID(id string) *Object[S] { o.StatusID = &id; return o }
+
+// WithDependency adds a resolved dependency (declaration name, kind, object name) with its
+// status.id (empty: none yet).
+func (o *Object[S]) WithDependency(name, kind, object, id string) *Object[S] {
+	d := Dependency{Name: name, Kind: kind, Object: object}
+	if id != "" {
+		d.ID = &id
+	}
+	o.Dependencies = append(o.Dependencies, d)
+	return o
+}
+
+// WithCredential adds a key of the credentials Secret.
+func (o *Object[S]) WithCredential(key, value string) *Object[S] {
+	if o.Credentials == nil {
+		o.Credentials = map[string][]byte{}
+	}
+	o.Credentials[key] = []byte(value)
+	return o
+}
+
+// NewRawResource is a resource as the host sends it: state marshalled to JSON text (a string
+// is taken as JSON text already). It panics when state does not marshal: it is for tests.
+func NewRawResource(id string, state any) *RawResource {
+	if s, ok := state.(string); ok {
+		return &RawResource{ID: id, State: s}
+	}
+	b, err := json.Marshal(state)
+	if err != nil {
+		panic(fmt.Sprintf("NewRawResource %s: state: %v", id, err))
+	}
+	return &RawResource{ID: id, State: string(b)}
+}

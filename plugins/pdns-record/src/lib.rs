@@ -272,20 +272,21 @@ impl Actuator for PdnsRecord {
         })
     }
 
-    fn delete(&self, obj: &Object<RecordSpec>, res: &Resource<RecordState>) -> Status {
-        let run = || -> Result<Status, Failure> {
-            let client = Client::for_object(obj)?;
-            if client.zone(&res.state.zone)?.is_none() {
-                return Ok(Status::done()); // the zone, and so the set, is gone
-            }
-            let r = &res.state.rrset;
-            client.patch_rrsets(
-                &res.state.zone,
-                &json!([{ "name": r.name, "type": r.rtype, "changetype": "DELETE" }]),
-            )?;
-            Ok(Status::done())
-        };
-        run().into()
+    fn delete(
+        &self,
+        obj: &Object<RecordSpec>,
+        res: &Resource<RecordState>,
+    ) -> Result<Status, Failure> {
+        let client = Client::for_object(obj)?;
+        if client.zone(&res.state.zone)?.is_none() {
+            return Ok(Status::done()); // the zone, and so the set, is gone
+        }
+        let r = &res.state.rrset;
+        client.patch_rrsets(
+            &res.state.zone,
+            &json!([{ "name": r.name, "type": r.rtype, "changetype": "DELETE" }]),
+        )?;
+        Ok(Status::done())
     }
 
     fn reconcilers(
@@ -301,34 +302,33 @@ impl Actuator for PdnsRecord {
         name: &str,
         obj: &Object<RecordSpec>,
         res: &Resource<RecordState>,
-    ) -> Status {
+    ) -> Result<Status, Failure> {
         if name != RECORDS {
-            return Failure::unrecoverable(format!("no reconciler named {name:?}")).into();
+            return Err(Failure::unrecoverable(format!(
+                "no reconciler named {name:?}"
+            )));
         }
-        let run = || -> Result<Status, Failure> {
-            let spec = obj.spec()?;
-            let mut want: Vec<&str> = spec.records.iter().map(String::as_str).collect();
-            let mut have: Vec<&str> = res
-                .state
-                .rrset
-                .records
-                .iter()
-                .map(|r| r.content.as_str())
-                .collect();
-            want.sort_unstable();
-            have.sort_unstable();
-            if want == have && res.state.rrset.ttl == spec.ttl {
-                return Ok(Status::done());
-            }
-            let d = Desired {
-                zone: res.state.zone.clone(),
-                name: res.state.rrset.name.clone(),
-                rtype: res.state.rrset.rtype.clone(),
-            };
-            replace(&Client::for_object(obj)?, &d, spec)?;
-            Ok(Status::needs_refresh("records updated"))
+        let spec = obj.spec()?;
+        let mut want: Vec<&str> = spec.records.iter().map(String::as_str).collect();
+        let mut have: Vec<&str> = res
+            .state
+            .rrset
+            .records
+            .iter()
+            .map(|r| r.content.as_str())
+            .collect();
+        want.sort_unstable();
+        have.sort_unstable();
+        if want == have && res.state.rrset.ttl == spec.ttl {
+            return Ok(Status::done());
+        }
+        let d = Desired {
+            zone: res.state.zone.clone(),
+            name: res.state.rrset.name.clone(),
+            rtype: res.state.rrset.rtype.clone(),
         };
-        run().into()
+        replace(&Client::for_object(obj)?, &d, spec)?;
+        Ok(Status::needs_refresh("records updated"))
     }
 
     fn observed(&self, res: &Resource<RecordState>) -> Result<serde_json::Value, Failure> {
@@ -360,6 +360,64 @@ mod tests {
         assert_eq!(
             absolute("www.example.org", "example.org."),
             "www.example.org."
+        );
+    }
+
+    fn spec(records: &[&str], ttl: u32) -> RecordSpec {
+        RecordSpec {
+            zone_ref: "example".into(),
+            name: "www".into(),
+            rtype: "A".into(),
+            ttl,
+            records: records.iter().map(|&r| r.to_owned()).collect(),
+        }
+    }
+
+    fn state(records: &[&str], ttl: u32) -> Resource<RecordState> {
+        Resource::new(
+            "example.org./www.example.org./A",
+            RecordState {
+                zone: "example.org.".into(),
+                rrset: RRset {
+                    name: "www.example.org.".into(),
+                    rtype: "A".into(),
+                    ttl,
+                    records: records
+                        .iter()
+                        .map(|&c| pdns_client::Record {
+                            content: c.to_owned(),
+                            disabled: false,
+                        })
+                        .collect(),
+                },
+            },
+        )
+    }
+
+    #[test]
+    fn records_as_desired_in_any_order_need_no_call() {
+        let obj = Object::new("www").with_spec(spec(&["192.0.2.2", "192.0.2.1"], 60));
+        let got = PdnsRecord.run_reconciler(RECORDS, &obj, &state(&["192.0.2.1", "192.0.2.2"], 60));
+        assert_eq!(got, Ok(Status::done()));
+    }
+
+    #[test]
+    fn create_needs_the_zone_then_the_credentials() {
+        let obj = Object::new("www").with_spec(spec(&["192.0.2.1"], 60));
+        assert_eq!(
+            PdnsRecord.create(&obj).map(|r| r.id),
+            Err(Failure::transient("dependency zone was not resolved").into())
+        );
+        let obj = obj.with_dependency(
+            orchard_sdk::Dependency::new("zone", "DnsZone", "example").with_id("example.org."),
+        );
+        assert_eq!(
+            PdnsRecord.create(&obj).map(|r| r.id),
+            Err(Failure::invalid(r#"credentials Secret has no key "url""#).into())
+        );
+        assert_eq!(
+            PdnsRecord.run_reconciler(RECORDS, &obj, &state(&["192.0.2.9"], 60)),
+            Err(Failure::invalid(r#"credentials Secret has no key "url""#))
         );
     }
 

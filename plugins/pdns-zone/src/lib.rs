@@ -170,11 +170,9 @@ impl Actuator for PdnsZone {
         Ok(resource(zone))
     }
 
-    fn delete(&self, obj: &Object<ZoneSpec>, res: &Resource<Zone>) -> Status {
-        Client::for_object(obj)
-            .and_then(|c| c.delete_zone(&res.id))
-            .map(|()| Status::done())
-            .into()
+    fn delete(&self, obj: &Object<ZoneSpec>, res: &Resource<Zone>) -> Result<Status, Failure> {
+        Client::for_object(obj)?.delete_zone(&res.id)?;
+        Ok(Status::done())
     }
 
     fn reconcilers(
@@ -185,28 +183,36 @@ impl Actuator for PdnsZone {
         Ok(vec![SETTINGS.to_owned()])
     }
 
-    fn run_reconciler(&self, name: &str, obj: &Object<ZoneSpec>, res: &Resource<Zone>) -> Status {
+    fn run_reconciler(
+        &self,
+        name: &str,
+        obj: &Object<ZoneSpec>,
+        res: &Resource<Zone>,
+    ) -> Result<Status, Failure> {
         if name != SETTINGS {
-            return Failure::unrecoverable(format!("no reconciler named {name:?}")).into();
+            return Err(Failure::unrecoverable(format!(
+                "no reconciler named {name:?}"
+            )));
         }
-        let run = || -> Result<Status, Failure> {
-            let spec = obj.spec()?;
-            let zone = &res.state;
-            if zone.kind.eq_ignore_ascii_case(&spec.kind) && zone.account == spec.account {
-                return Ok(Status::done());
-            }
-            Client::for_object(obj)?.update_zone(
-                &res.id,
-                &json!({"kind": spec.kind, "account": spec.account}),
-            )?;
-            Ok(Status::needs_refresh("zone settings updated"))
-        };
-        run().into()
+        let spec = obj.spec()?;
+        let zone = &res.state;
+        if zone.kind.eq_ignore_ascii_case(&spec.kind) && zone.account == spec.account {
+            return Ok(Status::done());
+        }
+        Client::for_object(obj)?.update_zone(
+            &res.id,
+            &json!({"kind": spec.kind, "account": spec.account}),
+        )?;
+        Ok(Status::needs_refresh("zone settings updated"))
     }
 
-    fn available(&self, _: &Object<ZoneSpec>, _: &Resource<Zone>) -> (Availability, Status) {
+    fn available(
+        &self,
+        _: &Object<ZoneSpec>,
+        _: &Resource<Zone>,
+    ) -> Result<(Availability, Status), Failure> {
         // A PowerDNS zone serves as soon as it exists.
-        (Availability::Available, Status::done())
+        Ok((Availability::Available, Status::done()))
     }
 
     fn observed(&self, res: &Resource<Zone>) -> Result<serde_json::Value, Failure> {
@@ -233,3 +239,81 @@ fn plugin_build() -> String {
 }
 
 orchard_sdk::export_actuator!(PdnsZone);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orchard_sdk::Raw;
+
+    fn spec(kind: &str, account: &str) -> ZoneSpec {
+        ZoneSpec {
+            name: "example.org.".into(),
+            kind: kind.into(),
+            nameservers: vec![],
+            account: account.into(),
+        }
+    }
+
+    fn zone(kind: &str, account: &str) -> Resource<Zone> {
+        Resource::new(
+            "example.org.",
+            Zone {
+                id: "example.org.".into(),
+                name: "example.org.".into(),
+                kind: kind.into(),
+                serial: 1,
+                account: account.into(),
+                dnssec: false,
+                rrsets: vec![],
+            },
+        )
+    }
+
+    #[test]
+    fn settings_as_desired_need_no_call() {
+        let obj = Object::new("z").with_spec(spec("native", "a"));
+        let got = PdnsZone.run_reconciler(SETTINGS, &obj, &zone("Native", "a"));
+        assert_eq!(got, Ok(Status::done()));
+    }
+
+    #[test]
+    fn a_change_without_credentials_is_an_invalid_configuration() {
+        let obj = Object::new("z").with_spec(spec("Master", "a"));
+        let want = Err(Failure::invalid(r#"credentials Secret has no key "url""#));
+        assert_eq!(
+            PdnsZone.run_reconciler(SETTINGS, &obj, &zone("Native", "a")),
+            want
+        );
+        assert_eq!(PdnsZone.delete(&obj, &zone("Native", "a")), want);
+        let no_key = obj.with_credential("url", "http://127.0.0.1:1");
+        assert_eq!(
+            PdnsZone.create(&no_key).map(|r| r.id),
+            Err(Failure::invalid(r#"credentials Secret has no key "apiKey""#).into())
+        );
+    }
+
+    #[test]
+    fn through_the_json_face_failures_become_statuses() {
+        let raw = Raw(PdnsZone);
+        let obj = || Object::new("z").with_spec(r#"{"name":"example.org."}"#.to_owned());
+        let res = zone("Native", "").to_raw().unwrap();
+        assert!(raw.run_reconciler(SETTINGS, obj(), &res).is_done());
+        assert_eq!(
+            raw.run_reconciler("ttl", obj(), &res),
+            Failure::unrecoverable(r#"no reconciler named "ttl""#).into()
+        );
+        assert_eq!(
+            raw.available(obj(), &res),
+            (Availability::Available, Status::done())
+        );
+        let typo = Object::new("z").with_spec(r#"{"name":"example.org.","acount":"a"}"#.to_owned());
+        let status = raw.delete(typo, &res);
+        assert!(
+            status
+                .failure
+                .as_ref()
+                .is_some_and(|f| matches!(f, Failure::InvalidConfiguration(m) if m.contains("unknown field `acount`"))),
+            "{status:?}"
+        );
+    }
+}

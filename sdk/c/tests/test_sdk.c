@@ -38,7 +38,56 @@ static void rejects(const char *in) {
   free(error);
 }
 
+// The short forms: ORC_TRY / ORC_TRY_STATUS return a helper's failure as is or as a status.
+static orc_failure *need_key(const orc_object *obj, char **key) {
+  orc_failure *f = NULL;
+  *key = orc_credential_string(obj, "apiKey", &f);
+  return f;
+}
+
+static orc_failure *check_key(const orc_object *obj) {
+  char *key = NULL;
+  ORC_TRY(need_key(obj, &key));
+  free(key);
+  return NULL;
+}
+
+static orc_status delete_with_key(const orc_object *obj) {
+  ORC_TRY_STATUS(check_key(obj));
+  char *key = NULL;
+  ORC_TRY_STATUS(need_key(obj, &key));
+  free(key);
+  return orc_done();
+}
+
+static void short_forms(void) {
+  orc_json *spec = orc_json_parse("{\"name\":\"k\"}", 12, NULL);
+  orc_object bare = {.name = "o", .namespace_ = "default", .spec = spec};
+  orc_object full = {.name = "o", .namespace_ = "default", .spec = spec,
+                     ORC_CREDENTIALS(ORC_CREDENTIAL("url", "http://x"), ORC_CREDENTIAL("apiKey", "s3cret")),
+                     ORC_DEPENDENCIES({.name = "zone", .kind = "DnsZone", .object = "z", .id = "z."}),
+                     ORC_LABELS({"team", "a"})};
+  CHECK(full.n_credentials == 2 && full.credentials[1].len == 6 && full.n_dependencies == 1 && full.n_labels == 1);
+  orc_failure *f = NULL;
+  CHECK(strcmp(orc_dependency_id(&full, "zone", &f), "z.") == 0 && f == NULL);
+  char *key = orc_credential_string(&full, "apiKey", &f);
+  CHECK(key && strcmp(key, "s3cret") == 0);
+  free(key);
+  CHECK(check_key(&full) == NULL);
+  f = check_key(&bare);
+  CHECK(f && f->kind == ORC_INVALID_CONFIGURATION && strstr(f->message, "apiKey"));
+  orc_failure_free(f);
+  orc_status s = delete_with_key(&full);
+  CHECK(orc_status_is_done(&s));
+  orc_status_free(&s);
+  s = delete_with_key(&bare);
+  CHECK(s.n_progress == 0 && s.failure && s.failure->kind == ORC_INVALID_CONFIGURATION);
+  orc_status_free(&s);
+  orc_json_free(spec);
+}
+
 int main(void) {
+  short_forms();
   round_trip(" {\"a\" : [1, 2.5, -3e2, true, false, null], \"b\": {}} ", "{\"a\":[1,2.5,-300,true,false,null],\"b\":{}}");
   round_trip("\"tab\\tquote\\\" slash\\/ \\u00e9 \\ud83d\\ude00\"", "\"tab\\tquote\\\" slash/ \xc3\xa9 \xf0\x9f\x98\x80\"");
   round_trip("\"\\u0001\"", "\"\\u0001\"");

@@ -14,7 +14,10 @@ import { Availability, ManagedObject, Status } from './types.js';
 /**
  * Everything specific to one kind of external resource. A new instance is made for every
  * call: keep no state in it. Failures are thrown (`Transient`, `InvalidConfiguration`,
- * `Unrecoverable`). Resources are plain objects `{ id, state }`; `state` is any JSON value.
+ * `Unrecoverable`) from anywhere in a method, helpers included; the methods that answer a
+ * status (`create`, `delete`, `runReconciler`, `available`) may also return the failure
+ * instead of throwing it: the host sees the same status either way. Resources are plain
+ * objects `{ id, state }`; `state` is any JSON value.
  */
 export class Actuator {
   /** The managed kind and its schemas (objects or JSON text). MUST be pure. */
@@ -108,6 +111,7 @@ const PROGRESS = {
 
 function witStatus(s) {
   if (s === undefined || s === null) s = Status.done();
+  if (s instanceof Failure) s = Status.failed(s);
   if (!(s instanceof Status)) throw new TypeError(`expected a Status, got ${JSON.stringify(s)}`);
   return {
     progress: s.progress.map((p) => {
@@ -247,6 +251,7 @@ export function exportActuator(Impl) {
       try {
         const a = make();
         out = await a.create(object(a, obj));
+        if (out instanceof Failure) out = Status.failed(out);
         if (out instanceof Status) {
           if (out.isDone()) throw new TypeError('create returned a done Status without a resource');
         } else {
@@ -284,6 +289,7 @@ export function exportActuator(Impl) {
       try {
         const a = make();
         const out = await a.available(object(a, obj), resource(res));
+        if (out instanceof Failure) return [Availability.UNKNOWN, witStatus(out)];
         if (typeof out === 'string') return [out, witStatus(Status.done())];
         return [out[0], witStatus(out[1])];
       } catch (e) {

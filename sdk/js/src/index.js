@@ -11,6 +11,6 @@
 export { Actuator, exportActuator } from './actuator.js';
 export { Failure, InvalidConfiguration, Transient, Unrecoverable, fromException } from './errors.js';
 export { ResourceHandler, ensure } from './handler.js';
-export { Availability, ManagedObject, Status, WaitEvent, guardedDependency } from './types.js';
+export { Availability, ManagedObject, Status, WaitEvent, guardedDependency, testObject, testResource } from './types.js';
 export * as http from './http.js';
 export * as log from './log.js';

@@ -136,3 +136,33 @@ export class ManagedObject {
   }
 }
 
+
+const toBytes = (v) => (typeof v === 'string' ? new TextEncoder().encode(v) : v);
+const jsonOrText = (v) => (v === undefined || v === null || typeof v === 'string' ? v ?? undefined : JSON.stringify(v));
+
+/**
+ * A test object in one line, in the shape the host sends (what the functions of
+ * `exportActuator(...)` take): `spec` and each dependency's `observed` as a JSON value (or JSON
+ * text), credentials as text (or bytes), namespace `default`, the rest empty:
+ *
+ *   testObject('www', { spec: { name: 'a' }, credentials: { apiKey: 'k' }, statusId: 'x' })
+ */
+export function testObject(name, {
+  namespace = 'default', uid = '', generation = 0, labels = {}, annotations = {}, spec,
+  statusId, dependencies = [], credentials = {},
+} = {}) {
+  return {
+    name, namespace, uid, generation: BigInt(generation),
+    labels: Object.entries(labels), annotations: Object.entries(annotations),
+    spec: jsonOrText(spec), statusId,
+    dependencies: dependencies.map((d) => ({
+      name: d.name, kind: d.kind, object: d.object, id: d.id, observed: jsonOrText(d.observed),
+    })),
+    credentials: Object.entries(credentials).map(([k, v]) => [k, toBytes(v)]),
+  };
+}
+
+/** A test resource in the shape the host sends: `state` as a JSON value (or JSON text). */
+export function testResource(id, state) {
+  return { id, state: typeof state === 'string' ? state : JSON.stringify(state ?? null) };
+}

@@ -9,10 +9,13 @@ import {
   ResourceHandler,
   Status,
   Transient,
+  Unrecoverable,
   WaitEvent,
   ensure,
   exportActuator,
   http,
+  testObject,
+  testResource,
 } from '../src/index.js';
 
 class Thing extends Actuator {
@@ -127,6 +130,49 @@ test('available accepts a bare availability or a pair; observed falls back to nu
   assert.equal((await actuator.available(obj({ name: 'a' }), { id: 'a', state: '{"size":2}' }))[0], 'available');
   assert.equal(await actuator.observed({ id: 'a', state: '{"size":2}' }), '{"size":2}');
   assert.equal(await actuator.observed({ id: 'a', state: 'not json' }), 'null');
+});
+
+// Returns failures instead of throwing them, and throws from a helper: the same statuses.
+class Returns extends Thing {
+  create(obj) {
+    return obj.spec.name === 'bad' ? new InvalidConfiguration('bad name') : super.create(obj);
+  }
+  delete(obj) {
+    obj.credential('apiKey'); // throws from a helper, anywhere in the handler
+  }
+  runReconciler() {
+    return new Transient('server down');
+  }
+  available() {
+    return new Unrecoverable('gone for good');
+  }
+}
+
+test('testObject builds the WIT shape in one line', async () => {
+  const o = testObject('o', {
+    spec: { name: 'a', size: 2 }, credentials: { key: 's3cret' },
+    dependencies: [{ name: 'parent', kind: 'Parent', object: 'p', id: 'p-1', observed: { a: 1 } }],
+  });
+  assert.deepEqual(o, {
+    name: 'o', namespace: 'default', uid: '', generation: 0n, labels: [], annotations: [],
+    spec: '{"name":"a","size":2}', statusId: undefined,
+    dependencies: [{ name: 'parent', kind: 'Parent', object: 'p', id: 'p-1', observed: '{"a":1}' }],
+    credentials: [['key', new TextEncoder().encode('s3cret')]],
+  });
+  assert.deepEqual(await actuator.create(o), { id: 'a', state: '{"size":2}' });
+  assert.deepEqual(testObject('o', { labels: { a: 'b' }, spec: '{}', statusId: 'x' }).labels, [['a', 'b']]);
+  assert.deepEqual(testResource('a', { size: 1 }), { id: 'a', state: '{"size":1}' });
+});
+
+test('a returned failure is the status a thrown one gives', async () => {
+  const returns = exportActuator(Returns);
+  const res = testResource('a', { size: 1 });
+  const failed = (tag, val) => ({ progress: [], failure: { tag, val } });
+  assert.deepEqual(await rejection(returns.create(testObject('o', { spec: { name: 'bad' } }))), failed('invalid-configuration', 'bad name'));
+  assert.deepEqual(await returns.delete(testObject('o', { spec: { name: 'a' } }), res), failed('invalid-configuration', 'credentials Secret has no key "apiKey"'));
+  assert.deepEqual(await returns.delete(testObject('o', { spec: { name: 'a' }, credentials: { apiKey: 'k' } }), res), { progress: [], failure: undefined });
+  assert.deepEqual(await returns.runReconciler('size', testObject('o', { spec: { name: 'a' } }), res), failed('transient', 'server down'));
+  assert.deepEqual(await returns.available(testObject('o', { spec: { name: 'a' } }), res), ['unknown', failed('unrecoverable', 'gone for good')]);
 });
 
 test('ensure creates, updates, deletes and leaves alone', async () => {

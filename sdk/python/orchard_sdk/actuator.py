@@ -40,7 +40,13 @@ class Actuator(Generic[S, F, T]):
 
     An instance is made for every call: keep no state in it. Failures are raised
     (:class:`~orchard_sdk.Transient`, :class:`~orchard_sdk.InvalidConfiguration`,
-    :class:`~orchard_sdk.Unrecoverable`).
+    :class:`~orchard_sdk.Unrecoverable`) from anywhere in a method, helpers included; the
+    methods that answer a :class:`Status` (``create``, ``delete``, ``run_reconciler``,
+    ``available``) may also return the failure instead of raising it: the host sees the same
+    status either way.
+
+    ``filter_type`` may be left out (it is ``dict``) when the plugin has no import by filter
+    (``filter_schema=None``): it is the SDK's alone, never part of the contract.
     """
 
     spec_type: Any = dict
@@ -65,7 +71,8 @@ class Actuator(Generic[S, F, T]):
 
     def create(self, obj: Object[S]) -> Union[Resource[T], Status]:
         """Creates the primary resource (nothing fallible after it exists). Return a
-        :class:`Status` with progress instead to create nothing yet (retried)."""
+        :class:`Status` with progress instead to create nothing yet (retried); raise (or
+        return) a :class:`Failure` when it fails."""
         raise NotImplementedError("create")
 
     def delete(self, obj: Object[S], res: Resource[T]) -> Optional[Status]:
@@ -91,9 +98,11 @@ class Actuator(Generic[S, F, T]):
         return encode(res.state)
 
 
-def _status(value: Optional[Status]) -> Status:
+def _status(value: Union[None, Status, Failure]) -> Status:
     if value is None:
         return Status.done()
+    if isinstance(value, Failure):
+        return Status.failed(value)
     if not isinstance(value, Status):
         raise TypeError(f"expected a Status, got {type(value).__name__}")
     return value
@@ -122,14 +131,15 @@ class Raw:
     def _object(self, obj: Object) -> Object:
         if obj.spec is None:
             return obj
-        spec = _decode(self.a.spec_type, obj.spec, "spec.resource", obj.name)
+        spec = _decode(self.a.spec_type, obj.spec, "spec.resource", obj.name)  # text or value
         typed = copy.copy(obj)
         typed.spec = spec
         return typed
 
     def _resource(self, res: Resource) -> Resource:
         try:
-            state = decode(self.a.state_type, json.loads(res.state), "state")
+            value = json.loads(res.state) if isinstance(res.state, str) else res.state
+            state = decode(self.a.state_type, value, "state")
         except (DecodeError, ValueError) as e:
             raise Transient(f"state of external resource {res.id}: {e}") from None
         return Resource(res.id, state)
@@ -186,6 +196,8 @@ class Raw:
         """A resource, or a status (progress or failure) when nothing was created."""
         try:
             out = self.a.create(self._object(obj))
+            if isinstance(out, Failure):
+                return Status.failed(out)
             if isinstance(out, Status):
                 if out.is_done():
                     raise TypeError("create returned a done Status without a Resource")
@@ -216,6 +228,8 @@ class Raw:
     def available(self, obj: Object, res: Resource) -> Tuple[Availability, Status]:
         try:
             out = self.a.available(self._object(obj), self._resource(res))
+            if isinstance(out, Failure):
+                return Availability.UNKNOWN, Status.failed(out)
             if isinstance(out, Availability):
                 return out, Status.done()
             availability, status = out
@@ -233,11 +247,15 @@ class Raw:
             return "null"
 
 
-def _decode(tp: Any, text: str, path: str, name: str) -> Any:
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        raise InvalidConfiguration(f"{name}: {path} is not JSON: {e}") from None
+def _decode(tp: Any, text: Any, path: str, name: str) -> Any:
+    """``text`` is JSON text (as the host sends it) or, in a test, the JSON value itself."""
+    if isinstance(text, str):
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise InvalidConfiguration(f"{name}: {path} is not JSON: {e}") from None
+    else:
+        value = text
     try:
         return decode(tp, value, path)
     except DecodeError as e:

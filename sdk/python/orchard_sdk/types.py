@@ -120,7 +120,12 @@ class Dependency:
 @dataclass
 class Object(Generic[S]):
     """The Kubernetes object being reconciled. ``spec`` is JSON text at the boundary and the
-    plugin's own type (``Actuator.spec_type``) inside it; ``None`` for imported objects."""
+    plugin's own type (``Actuator.spec_type``) inside it; ``None`` for imported objects.
+
+    A test builds one in a line: every field but ``name`` has a default (namespace
+    ``default``), and credential values may be given as text, e.g.
+    ``Object("www", spec=Spec(...), credentials={"apiKey": "k"}, status_id="x")``.
+    :class:`Raw` also takes a spec given as a JSON value (a ``dict``) instead of text."""
 
     name: str
     namespace: str = "default"
@@ -132,6 +137,13 @@ class Object(Generic[S]):
     status_id: Optional[str] = None
     dependencies: List[Dependency] = field(default_factory=list)
     credentials: Dict[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if any(isinstance(v, str) for v in self.credentials.values()):
+            self.credentials = {
+                k: v.encode("utf-8") if isinstance(v, str) else v
+                for k, v in self.credentials.items()
+            }
 
     def require_spec(self) -> S:
         """The spec, or an ``InvalidConfiguration`` when the object has none."""
@@ -169,7 +181,8 @@ class Object(Generic[S]):
 @dataclass
 class Resource(Generic[T]):
     """One external resource. ``state`` is JSON text at the boundary and the plugin's own type
-    (``Actuator.state_type``) inside it; the host stores ``id`` in ``status.id``."""
+    (``Actuator.state_type``) inside it; the host stores ``id`` in ``status.id``. :class:`Raw`
+    also takes a state given as a JSON value instead of text."""
 
     id: str
     state: T

@@ -186,6 +186,52 @@ class ObjectTest(unittest.TestCase):
         self.assertRaisesRegex(InvalidConfiguration, "not UTF-8", o.credential, "bin")
 
 
+class Returns(Thing):
+    """Returns failures instead of raising them, and raises from a helper: the same statuses."""
+
+    def create(self, obj):
+        return InvalidConfiguration("bad name") if obj.require_spec().name == "bad" else super().create(obj)
+
+    def delete(self, obj, res):
+        obj.credential("apiKey")  # raises from a helper, anywhere in the handler
+
+    def run_reconciler(self, name, obj, res):
+        return Transient("server down")
+
+    def available(self, obj, res):
+        return Unrecoverable("gone for good")
+
+
+class ShortFormTest(unittest.TestCase):
+    raw = Raw(Returns())
+
+    def test_an_object_in_one_line_with_text_credentials_and_a_spec_value(self):
+        o = Object("www", spec={"name": "a"}, credentials={"apiKey": "k"}, status_id="a",
+                   dependencies=[Dependency("parent", "Parent", "p", id="p-1")])
+        self.assertEqual((o.namespace, o.uid, o.generation, o.labels), ("default", "", 0, {}))
+        self.assertEqual(o.credentials, {"apiKey": b"k"})
+        self.assertEqual(o.credential("apiKey"), "k")
+        self.assertEqual(o.dependency_id("parent"), "p-1")
+        # Raw takes the spec (and a state) as a JSON value as well as JSON text.
+        self.assertEqual(Raw(Thing()).create(o), Resource("a", '{"name":"a","size":1}'))
+        self.assertTrue(Raw(Thing()).delete(o, Resource("a", {"name": "a", "size": 1})).is_done())
+        typed = Object("www", spec=Spec("a"))
+        self.assertEqual(Thing().create(typed), Resource("a", State("a", 1)))
+
+    def test_a_returned_failure_is_the_status_a_raised_one_gives(self):
+        spec = {"name": "a"}
+        res = Resource("a", '{"name":"a","size":2}')
+        self.assertEqual(self.raw.create(Object("o", spec={"name": "bad"})),
+                         Status.failed(InvalidConfiguration("bad name")))
+        self.assertEqual(self.raw.delete(Object("o", spec=spec), res),
+                         Status.failed(InvalidConfiguration("credentials Secret has no key 'apiKey'")))
+        self.assertTrue(self.raw.delete(Object("o", spec=spec, credentials={"apiKey": "k"}), res).is_done())
+        self.assertEqual(self.raw.run_reconciler("size", Object("o", spec=spec), res),
+                         Status.failed(Transient("server down")))
+        self.assertEqual(self.raw.available(Object("o", spec=spec), res),
+                         (Availability.UNKNOWN, Status.failed(Unrecoverable("gone for good"))))
+
+
 class Limit(ResourceHandler[int]):
     name = "limit"
 

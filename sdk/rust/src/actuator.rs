@@ -14,6 +14,14 @@ use crate::types::{Availability, Description, Failure, Object, Resource, Status}
 /// fail when the resource is already gone.
 ///
 /// A value is made with `Default` for every call: keep no state in it.
+///
+/// Every method that can fail returns a `Result` whose error a [`Failure`] converts into, so
+/// `?` works on any `Result<_, Failure>` (and on `serde_json` errors) in every method:
+/// `Failure` for most, [`Status`] for `create` (which may also create nothing yet and report
+/// progress: `Err(Status::waiting_on_external(…))`). The steps that report progress
+/// (`delete`, `run_reconciler`, `available`) return `Ok(status)`; an `Err(failure)` from them
+/// reaches the host exactly as a status carrying that failure (and `Availability::Unknown`
+/// for `available`).
 pub trait Actuator: Default {
     /// `spec.resource`.
     type Spec: DeserializeOwned;
@@ -51,11 +59,17 @@ pub trait Actuator: Default {
         ))
     }
 
-    /// Creates the primary resource. Nothing fallible after it exists.
+    /// Creates the primary resource. Nothing fallible after it exists. `Err` with a status
+    /// that has progress creates nothing yet (the host calls again); `?` on a [`Failure`]
+    /// makes a status carrying it.
     fn create(&self, obj: &Object<Self::Spec>) -> Result<Resource<Self::State>, Status>;
 
     /// Deletes the resource; done when it is already gone.
-    fn delete(&self, obj: &Object<Self::Spec>, res: &Resource<Self::State>) -> Status;
+    fn delete(
+        &self,
+        obj: &Object<Self::Spec>,
+        res: &Resource<Self::State>,
+    ) -> Result<Status, Failure>;
 
     /// Names of the post-create steps, in order.
     fn reconcilers(
@@ -66,23 +80,26 @@ pub trait Actuator: Default {
         Ok(Vec::new())
     }
 
-    /// Runs the post-create step `name`.
+    /// Runs the post-create step `name`; `Ok(Status::needs_refresh(…))` after a change.
     fn run_reconciler(
         &self,
         name: &str,
         _obj: &Object<Self::Spec>,
         _res: &Resource<Self::State>,
-    ) -> Status {
-        Failure::unrecoverable(format!("no reconciler named {name:?}")).into()
+    ) -> Result<Status, Failure> {
+        Err(Failure::unrecoverable(format!(
+            "no reconciler named {name:?}"
+        )))
     }
 
-    /// Whether the resource is ready; available by default.
+    /// Whether the resource is ready; available by default. An `Err` is
+    /// `Availability::Unknown` with that failure.
     fn available(
         &self,
         _obj: &Object<Self::Spec>,
         _res: &Resource<Self::State>,
-    ) -> (Availability, Status) {
-        (Availability::Available, Status::done())
+    ) -> Result<(Availability, Status), Failure> {
+        Ok((Availability::Available, Status::done()))
     }
 
     /// `status.resource`; the state itself by default.
@@ -150,11 +167,13 @@ impl<A: Actuator> Raw<A> {
 
     /// `delete`.
     pub fn delete(&self, obj: Object, res: &Resource) -> Status {
-        let typed = || -> Result<Status, Failure> {
-            let obj = obj.parse::<A::Spec>()?;
-            Ok(self.0.delete(&obj, &typed_resource::<A>(res)?))
+        let obj = match obj.parse::<A::Spec>() {
+            Ok(obj) => obj,
+            Err(f) => return f.into(),
         };
-        typed().into()
+        typed_resource::<A>(res)
+            .and_then(|res| self.0.delete(&obj, &res))
+            .unwrap_or_else(Status::from)
     }
 
     /// `reconcilers`.
@@ -165,22 +184,20 @@ impl<A: Actuator> Raw<A> {
 
     /// `run-reconciler`.
     pub fn run_reconciler(&self, name: &str, obj: Object, res: &Resource) -> Status {
-        let typed = || -> Result<Status, Failure> {
-            let obj = obj.parse::<A::Spec>()?;
-            Ok(self
-                .0
-                .run_reconciler(name, &obj, &typed_resource::<A>(res)?))
+        let obj = match obj.parse::<A::Spec>() {
+            Ok(obj) => obj,
+            Err(f) => return f.into(),
         };
-        typed().into()
+        typed_resource::<A>(res)
+            .and_then(|res| self.0.run_reconciler(name, &obj, &res))
+            .unwrap_or_else(Status::from)
     }
 
     /// `available`.
     pub fn available(&self, obj: Object, res: &Resource) -> (Availability, Status) {
-        let typed = || -> Result<(Availability, Status), Failure> {
-            let obj = obj.parse::<A::Spec>()?;
-            Ok(self.0.available(&obj, &typed_resource::<A>(res)?))
-        };
-        typed().unwrap_or_else(|f| (Availability::Unknown, f.into()))
+        obj.parse::<A::Spec>()
+            .and_then(|obj| self.0.available(&obj, &typed_resource::<A>(res)?))
+            .unwrap_or_else(|f| (Availability::Unknown, f.into()))
     }
 
     /// `observed`: JSON text. A state that cannot be read gives `null`, which the host shows
@@ -189,5 +206,227 @@ impl<A: Actuator> Raw<A> {
         typed_resource::<A>(res)
             .and_then(|r| self.0.observed(&r))
             .map_or_else(|_| "null".to_owned(), |v| v.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{DependencyDecl, WaitEvent};
+    use serde::Deserialize;
+    use std::time::Duration;
+
+    #[derive(Deserialize)]
+    struct Spec {
+        name: String,
+        #[serde(default)]
+        size: u32,
+    }
+
+    /// Every method uses `?` on the object's helpers: no closure, no `.into()`.
+    #[derive(Default)]
+    struct Thing;
+
+    impl Actuator for Thing {
+        type Spec = Spec;
+        type Filter = ();
+        type State = u32;
+
+        fn describe(&self) -> Description {
+            Description {
+                name: "thing".into(),
+                dependencies: vec![DependencyDecl::guarded("parent", "parentRef", "Parent")],
+                ..Description::default()
+            }
+        }
+
+        fn get_by_id(
+            &self,
+            obj: &Object<Spec>,
+            id: &str,
+        ) -> Result<Option<Resource<u32>>, Failure> {
+            obj.dependency_id("parent")?;
+            Ok((id != "gone").then(|| Resource::new(id, obj.spec().map_or(0, |s| s.size))))
+        }
+
+        fn create(&self, obj: &Object<Spec>) -> Result<Resource<u32>, Status> {
+            let spec = obj.spec()?;
+            if spec.name == "later" {
+                return Err(Status::waiting_on_external(
+                    WaitEvent::Ready,
+                    "not yet",
+                    Duration::from_millis(1500),
+                ));
+            }
+            obj.credential("key")?;
+            Ok(Resource::new(spec.name.clone(), spec.size))
+        }
+
+        fn delete(&self, obj: &Object<Spec>, _: &Resource<u32>) -> Result<Status, Failure> {
+            obj.credential("key")?;
+            Ok(Status::done())
+        }
+
+        fn run_reconciler(
+            &self,
+            name: &str,
+            obj: &Object<Spec>,
+            res: &Resource<u32>,
+        ) -> Result<Status, Failure> {
+            if name != "size" {
+                return Err(Failure::unrecoverable(format!(
+                    "no reconciler named {name:?}"
+                )));
+            }
+            let spec = obj.spec()?;
+            Ok(if spec.size == res.state {
+                Status::done()
+            } else {
+                Status::needs_refresh("size updated")
+            })
+        }
+
+        fn available(
+            &self,
+            obj: &Object<Spec>,
+            res: &Resource<u32>,
+        ) -> Result<(Availability, Status), Failure> {
+            obj.dependency_id("parent")?;
+            Ok(if res.state > 0 {
+                (Availability::Available, Status::done())
+            } else {
+                (
+                    Availability::Unavailable,
+                    Status::waiting_on_object("Parent", "p", WaitEvent::Ready),
+                )
+            })
+        }
+    }
+
+    fn complete(spec: &serde_json::Value) -> Object {
+        Object::new("o")
+            .with_spec(spec.to_string())
+            .with_dependency(crate::Dependency::new("parent", "Parent", "p").with_id("p-1"))
+            .with_credential("key", "s3cret")
+    }
+
+    fn raw_res(state: u32) -> Resource {
+        Resource::new("r", state.to_string())
+    }
+
+    #[test]
+    fn typed_methods_called_directly_take_builder_objects() {
+        let obj = Object::new("o")
+            .with_spec(Spec {
+                name: "a".into(),
+                size: 2,
+            })
+            .with_credential("key", "k");
+        assert_eq!(Thing.create(&obj), Ok(Resource::new("a", 2)));
+        assert_eq!(
+            Thing.run_reconciler("size", &obj, &Resource::new("a", 1)),
+            Ok(Status::needs_refresh("size updated"))
+        );
+        assert_eq!(
+            Thing.run_reconciler("size", &obj, &Resource::new("a", 2)),
+            Ok(Status::done())
+        );
+        let imported = Object::<Spec>::default();
+        assert_eq!(
+            Thing.create(&imported),
+            Err(Failure::invalid("spec.resource is required").into())
+        );
+    }
+
+    #[test]
+    fn create_gives_a_resource_progress_or_a_failure_status() {
+        let raw = Raw(Thing);
+        let created = raw.create(complete(&serde_json::json!({"name": "a", "size": 2})));
+        assert_eq!(created, Ok(Resource::new("a", "2".to_owned())));
+        let later = raw.create(complete(&serde_json::json!({"name": "later"})));
+        assert_eq!(
+            later,
+            Err(Status::waiting_on_external(
+                WaitEvent::Ready,
+                "not yet",
+                Duration::from_millis(1500)
+            ))
+        );
+        let no_key = Object::new("o").with_spec(r#"{"name":"a"}"#.to_owned());
+        assert_eq!(
+            raw.create(no_key),
+            Err(Failure::invalid(r#"credentials Secret has no key "key""#).into())
+        );
+    }
+
+    #[test]
+    fn a_failure_from_a_status_step_is_a_status_carrying_it() {
+        let raw = Raw(Thing);
+        let spec = serde_json::json!({"name": "a", "size": 2});
+        assert!(raw.delete(complete(&spec), &raw_res(2)).is_done());
+        let no_key = Object::new("o").with_spec(spec.to_string());
+        assert_eq!(
+            raw.delete(no_key, &raw_res(2)),
+            Status {
+                progress: vec![],
+                failure: Some(Failure::invalid(r#"credentials Secret has no key "key""#)),
+            }
+        );
+        assert_eq!(
+            raw.run_reconciler("size", complete(&spec), &raw_res(1)),
+            Status::needs_refresh("size updated")
+        );
+        assert_eq!(
+            raw.run_reconciler("nope", complete(&spec), &raw_res(1)),
+            Failure::unrecoverable(r#"no reconciler named "nope""#).into()
+        );
+        assert_eq!(
+            raw.run_reconciler("size", complete(&spec), &Resource::new("r", "x".to_owned())),
+            Failure::transient("state of external resource r: expected value at line 1 column 1")
+                .into()
+        );
+    }
+
+    #[test]
+    fn a_failure_from_available_is_unknown_with_that_failure() {
+        let raw = Raw(Thing);
+        let spec = serde_json::json!({"name": "a"});
+        assert_eq!(
+            raw.available(complete(&spec), &raw_res(1)),
+            (Availability::Available, Status::done())
+        );
+        assert_eq!(
+            raw.available(complete(&spec), &raw_res(0)),
+            (
+                Availability::Unavailable,
+                Status::waiting_on_object("Parent", "p", WaitEvent::Ready)
+            )
+        );
+        let orphan = Object::new("o").with_spec(spec.to_string());
+        assert_eq!(
+            raw.available(orphan, &raw_res(1)),
+            (
+                Availability::Unknown,
+                Failure::transient("dependency parent was not resolved").into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_spec_that_does_not_parse_is_an_invalid_configuration_everywhere() {
+        let raw = Raw(Thing);
+        let bad = || Object::new("o").with_spec(r#"{"size": 1}"#.to_owned());
+        let want = Failure::invalid("spec.resource of o: missing field `name` at line 1 column 11");
+        assert_eq!(raw.get_by_id(bad(), "x"), Err(want.clone()));
+        assert_eq!(raw.create(bad()), Err(want.clone().into()));
+        assert_eq!(raw.delete(bad(), &raw_res(1)), want.clone().into());
+        assert_eq!(
+            raw.run_reconciler("size", bad(), &raw_res(1)),
+            want.clone().into()
+        );
+        assert_eq!(
+            raw.available(bad(), &raw_res(1)),
+            (Availability::Unknown, want.into())
+        );
     }
 }

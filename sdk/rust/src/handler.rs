@@ -31,26 +31,27 @@ pub trait ResourceHandler {
 /// Drives one handler through the pattern. Returns `needs-refresh` when anything changed, so
 /// that the host fetches the resource again, and done when it was already as desired.
 pub fn ensure<H: ResourceHandler>(handler: &H) -> Status {
-    let run = || -> Result<Status, Failure> {
-        let current = handler.current()?;
-        let changed = match (handler.is_required(), current) {
-            (false, None) => None,
-            (false, Some(current)) => {
-                handler.delete(&current)?;
-                Some("deleted")
-            }
-            (true, None) => {
-                handler.create()?;
-                Some("created")
-            }
-            (true, Some(current)) => handler.update(&current)?.then_some("updated"),
-        };
-        Ok(match changed {
-            Some(what) => Status::needs_refresh(format!("{} {what}", handler.name())),
-            None => Status::done(),
-        })
+    drive(handler).unwrap_or_else(Status::from)
+}
+
+fn drive<H: ResourceHandler>(handler: &H) -> Result<Status, Failure> {
+    let current = handler.current()?;
+    let changed = match (handler.is_required(), current) {
+        (false, None) => None,
+        (false, Some(current)) => {
+            handler.delete(&current)?;
+            Some("deleted")
+        }
+        (true, None) => {
+            handler.create()?;
+            Some("created")
+        }
+        (true, Some(current)) => handler.update(&current)?.then_some("updated"),
     };
-    run().unwrap_or_else(Status::from)
+    Ok(match changed {
+        Some(what) => Status::needs_refresh(format!("{} {what}", handler.name())),
+        None => Status::done(),
+    })
 }
 
 #[cfg(test)]

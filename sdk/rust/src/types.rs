@@ -126,6 +126,19 @@ impl Status {
         })
     }
 
+    /// Wait for another object of this namespace; its watch brings the reconcile back.
+    pub fn waiting_on_object(
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        event: WaitEvent,
+    ) -> Self {
+        Self::progress(Progress::WaitingOnObject {
+            kind: kind.into(),
+            name: name.into(),
+            event,
+        })
+    }
+
     /// The external resource was changed and must be fetched again.
     pub fn needs_refresh(message: impl Into<String>) -> Self {
         Self::progress(Progress::NeedsRefresh(message.into()))
@@ -162,6 +175,14 @@ impl From<Failure> for Status {
     }
 }
 
+/// A JSON error is a transient failure (as [`Failure`] converts it), so `?` works on
+/// `serde_json` calls in `create` too.
+impl From<serde_json::Error> for Status {
+    fn from(e: serde_json::Error) -> Self {
+        Failure::from(e).into()
+    }
+}
+
 impl<E: Into<Failure>> From<Result<Status, E>> for Status {
     fn from(r: Result<Status, E>) -> Self {
         r.unwrap_or_else(|e| e.into().into())
@@ -180,7 +201,9 @@ pub enum Availability {
 }
 
 /// A referenced object the host resolved for this call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// In a test: `Dependency::new("zone", "DnsZone", "example").with_id("example.org.")`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dependency {
     /// The name of its declaration in [`Description::dependencies`].
     pub name: String,
@@ -194,8 +217,45 @@ pub struct Dependency {
     pub observed: Option<String>,
 }
 
+impl Dependency {
+    /// A resolved dependency without `status.id` or `status.resource` (add them with
+    /// [`Dependency::with_id`] and [`Dependency::with_observed`]).
+    pub fn new(
+        name: impl Into<String>,
+        kind: impl Into<String>,
+        object: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            kind: kind.into(),
+            object: object.into(),
+            id: None,
+            observed: None,
+        }
+    }
+
+    /// The same dependency with this `status.id`.
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The same dependency with this `status.resource`.
+    #[must_use]
+    pub fn with_observed(mut self, observed: &serde_json::Value) -> Self {
+        self.observed = Some(observed.to_string());
+        self
+    }
+}
+
 /// The Kubernetes object being reconciled. `S` is the type of `spec.resource`: `String`
 /// (JSON text) at the boundary, the plugin's own type inside it.
+///
+/// A test builds one in a line: [`Object::new`] (namespace `default`, everything else empty)
+/// and the `with_*` methods, e.g.
+/// `Object::new("www").with_spec(spec).with_credential("apiKey", "k").with_status_id("x")`.
+/// `Object::default()` is the same with an empty name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object<S = String> {
     /// `metadata.name`.
@@ -221,7 +281,97 @@ pub struct Object<S = String> {
     pub credentials: BTreeMap<String, Vec<u8>>,
 }
 
+impl<S> Default for Object<S> {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            namespace: "default".to_owned(),
+            uid: String::new(),
+            generation: 0,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            spec: None,
+            status_id: None,
+            dependencies: Vec::new(),
+            credentials: BTreeMap::new(),
+        }
+    }
+}
+
+impl Object {
+    /// An object named `name` in namespace `default`, with no spec, id, dependencies or
+    /// credentials (the start of a test object; give it a spec with [`Object::with_spec`]).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+}
+
 impl<S> Object<S> {
+    /// The same object with this `spec.resource`, of any type: the plugin's own `Spec` for a
+    /// call of the typed [`Actuator`](crate::Actuator), JSON text for [`Raw`](crate::Raw).
+    pub fn with_spec<T>(self, spec: T) -> Object<T> {
+        self.replace_spec(Some(spec))
+    }
+
+    /// The same object in namespace `namespace`.
+    #[must_use]
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// The same object with `metadata.uid` `uid`.
+    #[must_use]
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = uid.into();
+        self
+    }
+
+    /// The same object at `metadata.generation` `generation`.
+    #[must_use]
+    pub fn with_generation(mut self, generation: i64) -> Self {
+        self.generation = generation;
+        self
+    }
+
+    /// The same object with one more label.
+    #[must_use]
+    pub fn with_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// The same object with one more annotation.
+    #[must_use]
+    pub fn with_annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.annotations.insert(key.into(), value.into());
+        self
+    }
+
+    /// The same object with `status.id` `id`.
+    #[must_use]
+    pub fn with_status_id(mut self, id: impl Into<String>) -> Self {
+        self.status_id = Some(id.into());
+        self
+    }
+
+    /// The same object with one more resolved dependency.
+    #[must_use]
+    pub fn with_dependency(mut self, dependency: Dependency) -> Self {
+        self.dependencies.push(dependency);
+        self
+    }
+
+    /// The same object with one more key in its credentials Secret.
+    #[must_use]
+    pub fn with_credential(mut self, key: impl Into<String>, value: impl AsRef<[u8]>) -> Self {
+        self.credentials.insert(key.into(), value.as_ref().to_vec());
+        self
+    }
+
     /// The spec, or an `InvalidConfiguration` failure when the object has none.
     pub fn spec(&self) -> Result<&S, Failure> {
         self.spec
@@ -255,8 +405,8 @@ impl<S> Object<S> {
             .map_err(|_| Failure::invalid(format!("credentials key {key:?} is not UTF-8")))
     }
 
-    /// The same object with another spec.
-    pub fn with_spec<T>(self, spec: Option<T>) -> Object<T> {
+    /// The same object with another spec (or none).
+    fn replace_spec<T>(self, spec: Option<T>) -> Object<T> {
         Object {
             name: self.name,
             namespace: self.namespace,
@@ -283,17 +433,27 @@ impl Object<String> {
                     Failure::invalid(format!("spec.resource of {}: {e}", self.name))
                 })?),
             };
-        Ok(self.with_spec(spec))
+        Ok(self.replace_spec(spec))
     }
 }
 
 /// One external resource. `T` is `String` (JSON text) at the boundary.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resource<T = String> {
     /// The external system's identifier; the host stores it in `status.id`.
     pub id: String,
     /// Whatever the actuator needs later (its own format); passed back on every call.
     pub state: T,
+}
+
+impl<T> Resource<T> {
+    /// The resource `id` with `state`.
+    pub fn new(id: impl Into<String>, state: T) -> Self {
+        Self {
+            id: id.into(),
+            state,
+        }
+    }
 }
 
 impl<T: Serialize> Resource<T> {
@@ -319,7 +479,7 @@ impl Resource<String> {
 }
 
 /// A field of `spec.resource` naming another object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DependencyDecl {
     /// Stable name of the dependency, e.g. `zone`; what [`Object::dependency`] looks up.
     pub name: String,
@@ -350,7 +510,7 @@ impl DependencyDecl {
 }
 
 /// What the plugin manages.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Description {
     /// Short, stable plugin name (`[a-z0-9-]+`), used in finalizers and field managers.
     pub name: String,
@@ -372,4 +532,91 @@ pub struct Description {
     pub dependencies: Vec<DependencyDecl>,
     /// The objects carry `spec.credentialsRef`, whose Secret data reaches every call.
     pub needs_credentials: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builder_fills_what_it_is_given_and_defaults_the_rest() {
+        let obj = Object::new("www")
+            .with_spec(r#"{"ttl":60}"#.to_owned())
+            .with_namespace("dns")
+            .with_uid("u-1")
+            .with_generation(3)
+            .with_label("team", "a")
+            .with_annotation("note", "b")
+            .with_status_id("x")
+            .with_dependency(
+                Dependency::new("zone", "DnsZone", "example")
+                    .with_id("example.org.")
+                    .with_observed(&serde_json::json!({"serial": 1})),
+            )
+            .with_credential("apiKey", "k")
+            .with_credential("raw", [0xff_u8]);
+        assert_eq!(
+            obj,
+            Object {
+                name: "www".into(),
+                namespace: "dns".into(),
+                uid: "u-1".into(),
+                generation: 3,
+                labels: BTreeMap::from([("team".into(), "a".into())]),
+                annotations: BTreeMap::from([("note".into(), "b".into())]),
+                spec: Some(r#"{"ttl":60}"#.into()),
+                status_id: Some("x".into()),
+                dependencies: vec![Dependency {
+                    name: "zone".into(),
+                    kind: "DnsZone".into(),
+                    object: "example".into(),
+                    id: Some("example.org.".into()),
+                    observed: Some(r#"{"serial":1}"#.into()),
+                }],
+                credentials: BTreeMap::from([
+                    ("apiKey".into(), b"k".to_vec()),
+                    ("raw".into(), vec![0xff]),
+                ]),
+            }
+        );
+        assert_eq!(obj.credential("apiKey"), Ok("k".into()));
+        assert_eq!(obj.dependency_id("zone"), Ok("example.org."));
+        assert!(obj.credential("raw").is_err());
+    }
+
+    #[test]
+    fn a_new_object_is_the_default_one_with_a_name() {
+        let obj = Object::new("a");
+        assert_eq!(obj.namespace, "default");
+        assert_eq!(
+            Object {
+                name: "a".into(),
+                ..Object::default()
+            },
+            obj
+        );
+        let typed: Object<u32> = Object::new("a").with_spec(7);
+        assert_eq!(typed.spec(), Ok(&7));
+        assert_eq!(
+            Object::<u32>::default().spec(),
+            Err(Failure::invalid("spec.resource is required"))
+        );
+    }
+
+    #[test]
+    fn a_failure_and_a_json_error_convert_into_a_status() {
+        let f = Failure::unrecoverable("no");
+        assert_eq!(
+            Status::from(f.clone()),
+            Status {
+                progress: vec![],
+                failure: Some(f)
+            }
+        );
+        let e = serde_json::from_str::<u32>("x").unwrap_err();
+        assert_eq!(
+            Status::from(e).failure.unwrap().message(),
+            "JSON: expected value at line 1 column 1"
+        );
+    }
 }
