@@ -11,7 +11,7 @@
 //! - Nothing the kit did not record is ever deleted.
 
 use super::report::{Cleanup, Leftover};
-use super::wait::{Budget, GoneAnswer, wait_gone};
+use super::wait::{Budget, GoneAnswer, retry, transient, transient_status, wait_gone};
 use crate::actuator::{Actuator, ExternalResource, ManagedObject};
 
 /// The resources the kit created.
@@ -70,7 +70,13 @@ impl Ledger {
             status_id: Some(id.to_owned()),
             ..sample.clone()
         };
-        match actuator.delete(&obj, &entry.resource).await {
+        match retry(
+            budget,
+            async || actuator.delete(&obj, &entry.resource).await,
+            transient_status,
+        )
+        .await
+        {
             Err(e) => return Err(format!("delete: {e}")),
             Ok(s) if s.failure.is_some() => {
                 return Err(format!(
@@ -115,7 +121,13 @@ impl Ledger {
                 out.already_gone.push(id.clone());
                 continue;
             }
-            let res = match actuator.get_by_id(&obj, id).await {
+            let res = match retry(
+                budget,
+                async || actuator.get_by_id(&obj, id).await,
+                transient,
+            )
+            .await
+            {
                 Ok(Ok(None)) => {
                     out.already_gone.push(id.clone());
                     continue;
@@ -128,7 +140,13 @@ impl Ledger {
                 id: id.clone(),
                 reason,
             };
-            match actuator.delete(&obj, &res).await {
+            match retry(
+                budget,
+                async || actuator.delete(&obj, &res).await,
+                transient_status,
+            )
+            .await
+            {
                 Err(err) => out.leftovers.push(leftover(format!("delete: {err}"))),
                 Ok(status) if status.failure.is_some() => out.leftovers.push(leftover(format!(
                     "delete failed: {}",

@@ -12,7 +12,9 @@ use super::ledger::Ledger;
 use super::report::{Cleanup, Evidence, Verdict};
 use super::rules::Rule;
 use super::schema::Schema;
-use super::wait::{Budget, GoneAnswer, wait_gone};
+use super::wait::{
+    Budget, GoneAnswer, retry, transient, transient_create, transient_status, wait_gone,
+};
 use crate::actuator::contract::{Boundary, RawDescription};
 use crate::actuator::{
     Actuator, CallError, Description, ExternalResource, Failure, ManagedObject, Progress, Status,
@@ -300,7 +302,13 @@ impl<'a> Kit<'a> {
 
     async fn adoption_before_create(&mut self) -> Verdict {
         let mut ev = Evidence::default();
-        match self.actuator.list_for_adoption(&self.sample).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.list_for_adoption(&self.sample).await,
+            transient,
+        )
+        .await
+        {
             Ok(Ok(Some(list))) if list.is_empty() => {
                 self.clean_slate = true;
                 ev.note("list-for-adoption (no status.id) answered [] before create");
@@ -337,7 +345,13 @@ impl<'a> Kit<'a> {
         let mut ev = Evidence::default();
         let deadline = self.budget.deadline();
         loop {
-            match self.actuator.create(&self.sample).await {
+            match retry(
+                &self.budget,
+                async || self.actuator.create(&self.sample).await,
+                transient_create,
+            )
+            .await
+            {
                 Ok(Ok(res)) => {
                     self.ledger.record(&res);
                     ev.note(format!("create answered id {}", res.id));
@@ -394,7 +408,7 @@ impl<'a> Kit<'a> {
             "create's answer ({}) thrown away, as if the host died before writing status.id",
             res.id
         ));
-        match self.actuator.list_for_adoption(&self.sample).await {
+        match retry(&self.budget, async || self.actuator.list_for_adoption(&self.sample).await, transient).await {
             Ok(Ok(Some(list))) => {
                 self.record_new(&list);
                 ev.note(format!("list-for-adoption (no status.id) found {}", ids(&list)));
@@ -467,7 +481,13 @@ impl<'a> Kit<'a> {
         }
         // Whether adoption finds the first resource is the kill point's rule; this one only
         // looks for another resource the second create made without answering it.
-        match self.actuator.list_for_adoption(&self.sample).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.list_for_adoption(&self.sample).await,
+            transient,
+        )
+        .await
+        {
             Ok(Ok(Some(list))) => {
                 self.record_new(&list);
                 let others: Vec<ExternalResource> =
@@ -498,14 +518,26 @@ impl<'a> Kit<'a> {
     /// One pass of every reconciler on `res`: each name with its status.
     async fn pass(&self, res: &ExternalResource) -> Result<Vec<(String, Status)>, String> {
         let obj = self.managed(&res.id);
-        let names = match self.actuator.reconcilers(&obj, res).await {
+        let names = match retry(
+            &self.budget,
+            async || self.actuator.reconcilers(&obj, res).await,
+            transient,
+        )
+        .await
+        {
             Ok(Ok(names)) => names,
             Ok(Err(f)) => return Err(format!("reconcilers failed: {}", failure(&f))),
             Err(e) => return Err(format!("reconcilers: {}", call(&e))),
         };
         let mut out = Vec::new();
         for name in names {
-            match self.actuator.run_reconciler(&name, &obj, res).await {
+            match retry(
+                &self.budget,
+                async || self.actuator.run_reconciler(&name, &obj, res).await,
+                transient_status,
+            )
+            .await
+            {
                 Ok(s) => out.push((name, s)),
                 Err(e) => return Err(format!("run-reconciler {name}: {}", call(&e))),
             }
@@ -514,7 +546,13 @@ impl<'a> Kit<'a> {
     }
 
     async fn fetch(&self, id: &str) -> Result<ExternalResource, String> {
-        match self.actuator.get_by_id(&self.managed(id), id).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.get_by_id(&self.managed(id), id).await,
+            transient,
+        )
+        .await
+        {
             Ok(Ok(Some(res))) => Ok(res),
             Ok(Ok(None)) => Err(format!("get-by-id {id} answered none")),
             Ok(Err(f)) => Err(format!("get-by-id {id} failed: {}", failure(&f))),
@@ -660,7 +698,13 @@ impl<'a> Kit<'a> {
 
     async fn import_by_id(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
-        match self.actuator.get_by_id(&self.unmanaged(), &res.id).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.get_by_id(&self.unmanaged(), &res.id).await,
+            transient,
+        )
+        .await
+        {
             Ok(Ok(Some(found))) if found.id == res.id => {
                 ev.note(format!(
                     "get-by-id {} for an unmanaged object (no spec) found it",
@@ -711,7 +755,13 @@ impl<'a> Kit<'a> {
             Err(e) => return ev.fail(format!("filter-schema does not compile: {e}")),
         }
         let obj = self.unmanaged();
-        match self.actuator.list_for_import(&obj, &filter).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.list_for_import(&obj, &filter).await,
+            transient,
+        )
+        .await
+        {
             Ok(Ok(list)) if matches!(list.as_slice(), [one] if one.id == res.id) => {
                 ev.note(format!(
                     "list-for-import {} found exactly [{}]",
@@ -746,7 +796,13 @@ impl<'a> Kit<'a> {
             let mut near = filter.clone();
             let cut: String = value.chars().skip(1).collect();
             near[&field] = Value::String(cut);
-            match self.actuator.list_for_import(&obj, &near).await {
+            match retry(
+                &self.budget,
+                async || self.actuator.list_for_import(&obj, &near).await,
+                transient,
+            )
+            .await
+            {
                 Ok(Ok(list)) if list.iter().any(|r| r.id == res.id) => missed.push(format!(
                     "the near miss {} also found {}",
                     shown(&near),
@@ -778,7 +834,13 @@ impl<'a> Kit<'a> {
     async fn delete(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
         let obj = self.managed(&res.id);
-        match self.actuator.delete(&obj, res).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.delete(&obj, res).await,
+            transient_status,
+        )
+        .await
+        {
             Ok(s) if s.failure.is_some() => {
                 return ev.fail(format!("delete {} answered {}", res.id, status(&s)));
             }
@@ -798,7 +860,13 @@ impl<'a> Kit<'a> {
 
     async fn delete_idempotent(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
-        match self.actuator.delete(&self.managed(&res.id), res).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.delete(&self.managed(&res.id), res).await,
+            transient_status,
+        )
+        .await
+        {
             Ok(s) if s.failure.is_some() => ev.fail(format!(
                 "a second delete of {} (already gone) answered {}",
                 res.id,
@@ -818,7 +886,13 @@ impl<'a> Kit<'a> {
 
     async fn get_unknown_id(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
-        match self.actuator.get_by_id(&self.sample, &res.id).await {
+        match retry(
+            &self.budget,
+            async || self.actuator.get_by_id(&self.sample, &res.id).await,
+            transient,
+        )
+        .await
+        {
             Ok(Ok(None)) => {
                 ev.note(format!("get-by-id {} (deleted) answered ok(none)", res.id));
                 ev.pass()

@@ -25,6 +25,7 @@ enum Break {
     ObservedOffSchema,
     ImportBySuffix,
     UnknownIdFails,
+    FlakyCreate,
 }
 
 /// Resources by id; each has the `name` of the object that made it and a `kind`.
@@ -173,6 +174,12 @@ impl Actuator for Fake {
         let name = Self::spec_name(obj).unwrap_or_default();
         let mut sys = self.system.lock().unwrap();
         sys.creates += 1;
+        if self.breaks == Break::FlakyCreate && sys.creates == 1 {
+            return Ok(Err(Failure::Transient(
+                "HTTP 500: database is locked".into(),
+            )
+            .into()));
+        }
         let exists = sys.resources.values().any(|s| s["name"] == name);
         if exists && !(self.breaks == Break::DuplicateCreate) {
             return Ok(Err(Failure::InvalidConfiguration(format!(
@@ -483,4 +490,16 @@ fn a_call_error_is_evidence() {
         message: "unreachable".into(),
     };
     assert!(e.to_string().contains("trapped"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transient_failure_is_asked_again_as_the_host_would_and_is_no_verdict() {
+    let fake = Fake::new(Break::FlakyCreate);
+    let r = report(&fake).await;
+    assert!(r.passed, "{}", r.table());
+    assert!(
+        evidence(&r, Rule::Create).contains("create answered id zone-a-2"),
+        "{}",
+        r.table()
+    );
 }

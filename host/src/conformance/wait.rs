@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::actuator::{Actuator, ManagedObject, Progress, Status};
+use crate::actuator::{Actuator, CallResult, Failure, ManagedObject, Progress, Status};
 
 /// How long a run may wait on the external system in one phase, and the longest pause
 /// between two polls.
@@ -83,4 +83,47 @@ pub async fn wait_gone(
         }
         tokio::time::sleep(pause).await;
     }
+}
+
+/// How often a call whose answer is a transient failure is made again.
+pub const TRANSIENT_TRIES: u32 = 5;
+
+/// Makes `call` again while `transient` says its answer is a transient failure (the host
+/// would retry it with backoff: it is no verdict on the contract), at most
+/// [`TRANSIENT_TRIES`] times within the budget; answers the last answer.
+pub async fn retry<T>(
+    budget: &Budget,
+    mut call: impl AsyncFnMut() -> T,
+    transient: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = budget.deadline();
+    let pause = Duration::from_millis(500).min(budget.max_poll);
+    let mut tries = 1;
+    loop {
+        let answer = call().await;
+        if !transient(&answer) || tries >= TRANSIENT_TRIES || Instant::now() + pause >= deadline {
+            return answer;
+        }
+        tries += 1;
+        tracing::info!(
+            try_ = tries,
+            "conformance: a transient failure, asking again"
+        );
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// A `Result<_, Failure>` answer that is a transient failure.
+pub fn transient<T>(answer: &CallResult<Result<T, Failure>>) -> bool {
+    matches!(answer, Ok(Err(Failure::Transient(_))))
+}
+
+/// A status answer with a transient failure.
+pub fn transient_status(answer: &CallResult<Status>) -> bool {
+    matches!(answer, Ok(s) if matches!(s.failure, Some(Failure::Transient(_))))
+}
+
+/// A `create` answer with a transient failure (it created nothing).
+pub fn transient_create<T>(answer: &CallResult<Result<T, Status>>) -> bool {
+    matches!(answer, Ok(Err(s)) if matches!(s.failure, Some(Failure::Transient(_))))
 }
