@@ -15,7 +15,7 @@
 //! - A run MUST only touch what it created: a sample whose resource exists before the run
 //!   stops it before any create.
 //! - A run MUST clean up what it created, also when a rule failed midway: every id it
-//!   created is recorded at once ([`ledger`]) and deleted through the plugin after the last
+//!   created is recorded at once (the `ledger` module) and deleted through the plugin after the last
 //!   phase; what could not be deleted is reported as a leftover, by id.
 //! - A run MUST NOT panic on any answer of the plugin: a broken answer is a failed rule.
 //! - Waits SHOULD follow the plugin's `poll-after`, capped, within a budget per phase
