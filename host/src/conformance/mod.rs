@@ -123,7 +123,10 @@ pub enum Error {
         given: String,
     },
     /// A `--dependency Kind/name` could not be read from the cluster.
-    #[error("{flag}: reading it from the cluster (namespace {namespace}): {source}")]
+    #[error(
+        "{flag}: reading it from the cluster (namespace {namespace}): {}",
+        api_message(source)
+    )]
     DependencyFetch {
         /// The flag as written.
         flag: String,
@@ -144,6 +147,14 @@ pub enum Error {
         /// Its kind.
         kind: String,
     },
+}
+
+/// The apiserver's own message for an API error (not the whole status), else the error.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// What one run is given.

@@ -289,7 +289,9 @@ impl<'a> Kit<'a> {
                 Ok(_) => {}
             }
         }
-        ev.note("the schemas compile as JSON Schema");
+        if !broken.iter().any(|b| b.contains("does not compile")) {
+            ev.note("the schemas compile as JSON Schema");
+        }
         if d.needs_credentials && self.sample.credentials.is_empty() {
             ev.note("the plugin needs credentials and none were given (--credential)");
         }

@@ -503,3 +503,18 @@ async fn a_transient_failure_is_asked_again_as_the_host_would_and_is_no_verdict(
         r.table()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_sample_off_the_resource_schema_fails_describe_valid_with_the_path() {
+    let fake = Fake::new(Break::Nothing);
+    let mut o = options("zone-a");
+    o.object.spec = Some(json!({"name": "zone-a", "kind": 7}));
+    let r = run(&fake, o).await.unwrap();
+    assert!(r.failed().contains(&Rule::DescribeValid), "{}", r.table());
+    assert!(
+        evidence(&r, Rule::DescribeValid).contains("/kind: "),
+        "{}",
+        r.table()
+    );
+    assert!(fake.ids().is_empty(), "left: {:?}", fake.ids());
+}
