@@ -486,3 +486,53 @@ async fn invoke_with_a_zone_dependency_file_reaches_pdns_record() -> anyhow::Res
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invoke_reads_a_dependency_from_the_cluster_by_kind_and_name() -> anyhow::Result<()> {
+    let (mut h, pdns) = orchard_e2e::pdns::harness("conformance-dep").await?;
+    let _host = h.start_host(&[])?;
+    let zone = format!("dep.{}.test.", h.id);
+    h.apply(&format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: the-zone}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{name: \"{zone}\"}}\n"
+    ))
+    .await?;
+    h.wait_ready("DnsZone", "the-zone").await?;
+    let record = Manifest::new(&json!({
+        "apiVersion": "pdns.orchard.dev/v1alpha1", "kind": "DnsRecord",
+        "metadata": {"name": "www", "namespace": h.ns},
+        "spec": {"resource": {"zoneRef": "the-zone", "name": "www", "type": "A", "records": ["192.0.2.1"]}},
+    }))?;
+    let invoke = |dependency: &str| {
+        Command::new(orchard_bin())
+            .env("KUBECONFIG", &h.env.admin_kubeconfig)
+            .arg("invoke")
+            .arg(plugin("pdns-record"))
+            .arg("list-for-adoption")
+            .arg("--object")
+            .arg(&record.0)
+            .args(["--credential", &format!("url={}", h.env.pdns_api_url)])
+            .args(["--credential", &format!("apiKey={}", h.env.pdns_api_key)])
+            .args(["--allow-host", &h.env.pdns_api_url])
+            .args(["--dependency", dependency])
+            .output()
+    };
+    let found = invoke("zone=DnsZone/the-zone")?;
+    let missing = invoke("zone=DnsZone/no-such-zone")?;
+    h.delete("DnsZone", "the-zone").await?;
+    h.wait_gone("DnsZone", "the-zone").await?;
+    let answer: Value = serde_json::from_slice(&found.stdout)?;
+    assert_eq!(
+        answer,
+        json!({"Ok": []}),
+        "{answer} {}",
+        String::from_utf8_lossy(&found.stderr)
+    );
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("--dependency zone=DnsZone/no-such-zone") && err.contains("not found"),
+        "{err}"
+    );
+    assert!(pdns.zone(&zone).await?.is_none());
+    Ok(())
+}
