@@ -12,6 +12,7 @@ use crate::actuator::{Actuator, ManagedObject};
 use crate::app::{
     App, AppConfig, FailPoint, LeaderElection, PluginObjects, ReconcileConfig, StaticPlugin,
 };
+use crate::conformance::inputs::DependencyArg;
 use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime};
 
 /// Orchard: a Kubernetes reconcile host for WebAssembly actuators.
@@ -87,6 +88,9 @@ enum Command {
     },
     /// Call one function of a plugin and print its result as JSON: the plugin author's inner loop.
     Invoke(InvokeArgs),
+    /// Check a plugin against the contract on its real external system, rule by rule with
+    /// evidence; exits non-zero when a rule fails (docs/conformance.md).
+    Conformance(ConformanceArgs),
     /// Print the `CustomResourceDefinition` of a plugin's kind (YAML).
     Crd {
         /// The plugin component (.wasm).
@@ -305,6 +309,49 @@ struct InvokeArgs {
     /// A credentials entry `KEY=VALUE`, as if from the credentials Secret; repeat.
     #[arg(long = "credential")]
     credentials: Vec<String>,
+    /// A dependency `NAME=FILE` (a manifest of the referenced object: its kind, name,
+    /// status.id and status.resource reach the plugin) or `NAME=Kind/name` (read from the
+    /// current kubeconfig's cluster, in the object's namespace); repeat.
+    #[arg(long = "dependency")]
+    dependencies: Vec<DependencyArg>,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+/// How `orchard conformance` prints its report.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Output {
+    /// A table, one row per rule, evidence below it.
+    Text,
+    /// The report as JSON.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+struct ConformanceArgs {
+    /// The plugin component (.wasm).
+    plugin: PathBuf,
+    /// The sample object (a Kubernetes manifest, YAML or JSON) whose resource the kit
+    /// creates, checks and deletes; nothing of that name may exist yet.
+    #[arg(long)]
+    object: PathBuf,
+    /// A credentials entry `KEY=VALUE`, as if from the credentials Secret; repeat.
+    #[arg(long = "credential")]
+    credentials: Vec<String>,
+    /// A dependency `NAME=FILE` or `NAME=Kind/name`, as for `invoke`; repeat.
+    #[arg(long = "dependency")]
+    dependencies: Vec<DependencyArg>,
+    /// The import filter, JSON, for the import-by-filter rule (default: the sample's
+    /// spec.import.filter; without one the rule is skipped). It must match the resource
+    /// the sample creates.
+    #[arg(long)]
+    import_filter: Option<String>,
+    /// How long one phase may wait on the external system (e.g. 60s).
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    wait: Duration,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -384,6 +431,7 @@ impl Command {
                 print(&serde_json::to_value(actuator.describe().await?)?)
             }
             Self::Invoke(args) => args.run().await,
+            Self::Conformance(args) => args.run().await,
             Self::Crd { plugin, sandbox } => {
                 let actuator =
                     sandbox
@@ -499,6 +547,83 @@ impl PluginCommand {
     }
 }
 
+/// `--credential KEY=VALUE` flags into the object's credentials.
+fn add_credentials(obj: &mut ManagedObject, entries: &[String]) -> anyhow::Result<()> {
+    for entry in entries {
+        let (k, v) = entry
+            .split_once('=')
+            .with_context(|| format!("--credential {entry:?}: expected KEY=VALUE"))?;
+        obj.credentials.insert(k.to_owned(), v.as_bytes().to_vec());
+    }
+    Ok(())
+}
+
+impl ConformanceArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        use crate::conformance::{self, Error, inputs};
+        let actuator =
+            self.sandbox
+                .runtime()?
+                .load_file(&self.plugin, None, self.sandbox.plugin_config()?)?;
+        let manifest = inputs::read_manifest(&self.object)?;
+        let mut obj = ManagedObject::from_manifest(&manifest);
+        add_credentials(&mut obj, &self.credentials)?;
+        let d = actuator.describe().await?;
+        let missing = inputs::fill(&mut obj, &d, &self.dependencies).await?;
+        if let Some(decl) = missing.first() {
+            return Err(Error::MissingDependency {
+                name: decl.name.clone(),
+                field: decl.field.clone(),
+                kind: decl.kind.clone(),
+            }
+            .into());
+        }
+        let import_filter = match &self.import_filter {
+            Some(f) => Some(serde_json::from_str(f).context("--import-filter is not JSON")?),
+            None => Some(manifest["spec"]["import"]["filter"].clone()).filter(|f| !f.is_null()),
+        };
+        let report = conformance::run(
+            &actuator,
+            conformance::Options {
+                object: obj,
+                import_filter,
+                budget: conformance::Budget {
+                    total: self.wait,
+                    ..conformance::Budget::default()
+                },
+            },
+        )
+        .await?;
+        match self.output {
+            Output::Text => write_stdout(&report.table())?,
+            Output::Json => print(&serde_json::to_value(&report)?)?,
+        }
+        let failed: Vec<&str> = report.failed().iter().map(|r| r.as_str()).collect();
+        if !failed.is_empty() {
+            bail!(
+                "{} broke {} rule(s): {}",
+                report.plugin,
+                failed.len(),
+                failed.join(", ")
+            );
+        }
+        if !report.cleanup.leftovers.is_empty() {
+            let ids: Vec<&str> = report
+                .cleanup
+                .leftovers
+                .iter()
+                .map(|l| l.id.as_str())
+                .collect();
+            bail!(
+                "{} left resources behind: {}",
+                report.plugin,
+                ids.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
 fn read_manifest(path: &PathBuf) -> anyhow::Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -517,11 +642,16 @@ impl InvokeArgs {
             .as_ref()
             .map(ManagedObject::from_manifest)
             .unwrap_or_default();
-        for entry in &self.credentials {
-            let (k, v) = entry
-                .split_once('=')
-                .with_context(|| format!("--credential {entry:?}: expected KEY=VALUE"))?;
-            obj.credentials.insert(k.to_owned(), v.as_bytes().to_vec());
+        add_credentials(&mut obj, &self.credentials)?;
+        if !self.dependencies.is_empty() {
+            let d = actuator.describe().await?;
+            for decl in crate::conformance::inputs::fill(&mut obj, &d, &self.dependencies).await? {
+                tracing::warn!(
+                    dependency = %decl.name,
+                    "the object's spec.resource.{} names a {} that no --dependency {}=… gives: the plugin will not see it",
+                    decl.field, decl.kind, decl.name
+                );
+            }
         }
         let id = self.id.clone().or_else(|| obj.status_id.clone());
         let needs_id = || {

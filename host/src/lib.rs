@@ -15,7 +15,8 @@
 //! - [`runtime`]: the wasmtime sandbox that turns a component into an [`actuator::Actuator`];
 //! - [`actuator`]: the contract as an async Rust trait, its values, and the one validated
 //!   boundary every plugin output passes;
-//! - [`ops`]: health, metrics, the admin server, leader election.
+//! - [`ops`]: health, metrics, the admin server, leader election;
+//! - [`conformance`]: the conformance kit (`orchard conformance`), over the actuator trait.
 
 #![deny(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod actuator;
 pub mod app;
 pub mod cli;
 pub mod conditions;
+pub mod conformance;
 pub mod crd;
 pub mod oci;
 pub mod ops;
