@@ -42,6 +42,30 @@ fn conditions_schema() -> Value {
     })
 }
 
+/// `status.drift`: what the last correction of drift changed back, and when.
+fn drift_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "The last time a reconciler changed the external resource back to the spec: the fields that differed (secret values masked).",
+        "properties": {
+            "time": {"type": "string", "format": "date-time"},
+            "fields": {
+                "type": "array",
+                "maxItems": 32,
+                "items": {
+                    "type": "object",
+                    "required": ["field"],
+                    "properties": {
+                        "field": {"type": "string", "maxLength": 256},
+                        "observed": {"type": "string", "maxLength": 1024, "description": "The value found (JSON), absent when the field was absent."},
+                        "desired": {"type": "string", "maxLength": 1024, "description": "The value set back (JSON), absent when the field was removed."}
+                    }
+                }
+            }
+        }
+    })
+}
+
 /// The `CustomResourceDefinition` of the kind described by `d`.
 pub fn crd(d: &Description) -> Value {
     let mut import = json!({
@@ -82,6 +106,12 @@ pub fn crd(d: &Description) -> Value {
             "type": "string",
             "pattern": "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
             "description": "How often to check the external resource for drift (e.g. 10m); 0s disables."
+        },
+        "writeConnectionSecretTo": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 253}},
+            "description": "The Secret (same namespace, created and owned by this object) that receives the connection details the plugin reports: a generated password, an endpoint, a token."
         }
     });
     let mut required = vec![];
@@ -119,7 +149,8 @@ pub fn crd(d: &Description) -> Value {
             "id": {"type": "string", "description": "The external id, written the moment it is known."},
             "conditions": conditions_schema(),
             "resource": d.observed_schema,
-            "lastSyncTime": {"type": "string", "format": "date-time"}
+            "lastSyncTime": {"type": "string", "format": "date-time"},
+            "drift": drift_schema()
         }
     });
 

@@ -102,6 +102,11 @@ pub trait Actuator: Send + Sync {
     fn for_pass(&self) -> Option<Box<dyn Actuator>> {
         None
     }
+    /// What the plugin reported (connection details, drift) by the calls that succeeded since
+    /// the last take; a pass's view collects them over the pass. Default: nothing.
+    fn take_reports(&self) -> Reports {
+        Reports::default()
+    }
     /// `describe`.
     async fn describe(&self) -> CallResult<Description>;
     /// `get-by-id`.

@@ -66,6 +66,9 @@ impl Actuator for ActuatorSlot {
     fn for_pass(&self) -> Option<Box<dyn Actuator>> {
         self.current().for_pass()
     }
+    fn take_reports(&self) -> crate::actuator::Reports {
+        self.current().take_reports()
+    }
     async fn describe(&self) -> CallResult<Description> {
         self.current().describe().await
     }

@@ -291,3 +291,171 @@ impl ManagedObject {
         }
     }
 }
+
+/// Most connection details one pass may report.
+pub const MAX_CONNECTION_DETAILS: usize = 32;
+/// Most bytes of connection-detail values one pass may report.
+pub const MAX_CONNECTION_BYTES: usize = 64 << 10;
+/// Most drifts one pass may report.
+pub const MAX_DRIFTS: usize = 32;
+/// Longest drift field name.
+pub const MAX_DRIFT_FIELD: usize = 256;
+/// Longest drift value kept (longer ones are cut).
+pub const MAX_DRIFT_VALUE: usize = 256;
+
+/// A field a reconciler changed back to the spec (the `report.drift` import).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Drift {
+    /// The field, as the plugin names it.
+    pub field: String,
+    /// The value found (JSON text), cut at [`MAX_DRIFT_VALUE`]; `None`: absent.
+    pub observed: Option<String>,
+    /// The value set back (JSON text), cut at [`MAX_DRIFT_VALUE`]; `None`: removed.
+    pub desired: Option<String>,
+    /// The values are secret: shown masked.
+    pub sensitive: bool,
+}
+
+/// What a drift shows of a value: masked when sensitive.
+pub const MASKED: &str = "\"***\"";
+
+impl Drift {
+    /// The observed value as it may be shown.
+    pub fn shown_observed(&self) -> Option<&str> {
+        self.observed
+            .as_deref()
+            .map(|v| if self.sensitive { MASKED } else { v })
+    }
+    /// The desired value as it may be shown.
+    pub fn shown_desired(&self) -> Option<&str> {
+        self.desired
+            .as_deref()
+            .map(|v| if self.sensitive { MASKED } else { v })
+    }
+}
+
+impl std::fmt::Debug for Drift {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drift")
+            .field("field", &self.field)
+            .field("observed", &self.shown_observed())
+            .field("desired", &self.shown_desired())
+            .field("sensitive", &self.sensitive)
+            .finish()
+    }
+}
+
+/// What a plugin reported beside its answers during one pass (the `report` import), bounded.
+/// Its `Debug` never shows a connection-detail value.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Reports {
+    /// Connection details: key → value (a later value of a key replaced an earlier one).
+    pub connection: BTreeMap<String, Vec<u8>>,
+    /// Fields changed back to the spec, in the order reported.
+    pub drift: Vec<Drift>,
+    /// Why reports were dropped (bounds, bad keys), naming keys and fields, never values.
+    pub dropped: Vec<String>,
+}
+
+impl std::fmt::Debug for Reports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reports")
+            .field(
+                "connection_keys",
+                &self.connection.keys().collect::<Vec<_>>(),
+            )
+            .field("drift", &self.drift)
+            .field("dropped", &self.dropped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reports {
+    /// Whether nothing was reported.
+    pub fn is_empty(&self) -> bool {
+        self.connection.is_empty() && self.drift.is_empty() && self.dropped.is_empty()
+    }
+
+    /// Takes a connection detail within the bounds, or says why not.
+    pub fn connection_detail(&mut self, key: String, value: Vec<u8>) {
+        let valid_key = !key.is_empty()
+            && key.len() <= 253
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+        if !valid_key {
+            let shown = crate::actuator::contract::cut(&format!("{key:?}"), 64, "…");
+            self.note(format!(
+                "connection detail {shown}: not a Secret key ([-._a-zA-Z0-9]+, at most 253)"
+            ));
+            return;
+        }
+        let others: usize = self
+            .connection
+            .iter()
+            .filter(|(k, _)| **k != key)
+            .map(|(_, v)| v.len())
+            .sum();
+        let is_new = !self.connection.contains_key(&key);
+        if is_new && self.connection.len() >= MAX_CONNECTION_DETAILS {
+            self.note(format!(
+                "connection detail {key:?}: over {MAX_CONNECTION_DETAILS} details"
+            ));
+        } else if others + value.len() > MAX_CONNECTION_BYTES {
+            self.note(format!(
+                "connection detail {key:?}: over {MAX_CONNECTION_BYTES} bytes of values"
+            ));
+        } else {
+            self.connection.insert(key, value);
+        }
+    }
+
+    /// Takes a drift within the bounds (values cut), or says why not.
+    pub fn drift(
+        &mut self,
+        field: String,
+        observed: Option<String>,
+        desired: Option<String>,
+        sensitive: bool,
+    ) {
+        if field.is_empty() || field.len() > MAX_DRIFT_FIELD || field.chars().any(char::is_control)
+        {
+            let shown = crate::actuator::contract::cut(&format!("{field:?}"), 64, "…");
+            self.note(format!(
+                "drift {shown}: not a field name (1 to {MAX_DRIFT_FIELD} characters, no control characters)"
+            ));
+            return;
+        }
+        if self.drift.len() >= MAX_DRIFTS {
+            self.note(format!("drift {field:?}: over {MAX_DRIFTS} drifts"));
+            return;
+        }
+        let cut = |v: String| crate::actuator::contract::cut(&v, MAX_DRIFT_VALUE, "…");
+        self.drift.push(Drift {
+            field,
+            observed: observed.map(cut),
+            desired: desired.map(cut),
+            sensitive,
+        });
+    }
+
+    /// Adds `other`'s reports after these (the bounds still hold).
+    pub fn absorb(&mut self, other: Self) {
+        for (k, v) in other.connection {
+            self.connection_detail(k, v);
+        }
+        for d in other.drift {
+            self.drift(d.field, d.observed, d.desired, d.sensitive);
+        }
+        for note in other.dropped {
+            self.note(note);
+        }
+    }
+
+    /// Remembers why a report was dropped (the first [`MAX_DRIFTS`] reasons).
+    fn note(&mut self, why: String) {
+        if self.dropped.len() < MAX_DRIFTS {
+            self.dropped.push(why);
+        }
+    }
+}

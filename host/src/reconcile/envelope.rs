@@ -49,6 +49,9 @@ pub struct Envelope {
     pub resync: Option<Duration>,
     /// `spec.credentialsRef.secretName`.
     pub credentials: Option<String>,
+    /// `spec.writeConnectionSecretTo.name`: the Secret (same namespace, owned by the object)
+    /// that receives the connection details the plugin reports.
+    pub connection_secret: Option<String>,
 }
 
 impl Envelope {
@@ -155,13 +158,39 @@ pub fn decode(spec: &Value) -> Result<Envelope, EnvelopeError> {
         "spec.credentialsRef.secretName",
     )?
     .map(str::to_owned);
+    let connection_secret = match string(
+        &spec["writeConnectionSecretTo"]["name"],
+        "spec.writeConnectionSecretTo.name",
+    )? {
+        None => None,
+        Some(name) if is_dns_subdomain(name) => Some(name.to_owned()),
+        Some(name) => {
+            return Err(invalid(
+                "spec.writeConnectionSecretTo.name",
+                format!(
+                    "{name:?} is not a Secret name (lower-case letters, digits, '-' and '.', at most 253)"
+                ),
+            ));
+        }
+    };
     Ok(Envelope {
         policy,
         on_delete,
         import,
         resync,
         credentials,
+        connection_secret,
     })
+}
+
+/// A Kubernetes object name (RFC 1123 subdomain).
+fn is_dns_subdomain(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 253
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name.chars().all(|c| alnum(c) || c == '-' || c == '.')
 }
 
 /// `90s`, `10m`, `1h30m`, `500ms` (Kubernetes' duration syntax without the rarer units).

@@ -8,12 +8,15 @@
 //! 3. `skip_if_up_to_date` — nothing changed since the last pass and no resync is due, and no
 //!    new [`RECONCILE_NOW`] value asks for a pass;
 //! 4. the flow of the object's state (normal or delete);
-//! 5. `clear_marker` — the create-pending marker goes once the resource can no longer be lost:
+//! 5. `publish_reports` — the connection details the plugin reported go into the object's
+//!    connection Secret (kept for the next pass if that write fails), a correction of drift
+//!    into an Event (and `status.drift`, written with the status);
+//! 6. `clear_marker` — the create-pending marker goes once the resource can no longer be lost:
 //!    its id is recorded, or (a plugin that can adopt) adoption would find it;
-//! 6. `write_status` — one status apply, only when something changed (a refused one is
+//! 7. `write_status` — one status apply, only when something changed (a refused one is
 //!    replaced by a minimal status that says why). It is the pass's last write, so whoever
 //!    sees the pass's conditions sees the object as the pass leaves it;
-//! 7. `next_action` — backoff, poll, resync or wait for a watch event.
+//! 8. `next_action` — backoff, poll, resync or wait for a watch event.
 //!
 //! Writes never wake the controller for another pass ([`super::triggers`]): what comes next
 //! is decided here alone.
@@ -29,7 +32,7 @@ use rand::Rng;
 use tracing::Instrument;
 
 use super::envelope::{self, Envelope};
-use super::ops::Note;
+use super::ops::{Note, SecretWrite};
 use super::status::{self, Pass, StatusId};
 use super::{Context, Error, PassRecord, deps, has_finalizer};
 use crate::actuator::{CallError, CallResult, Failure, Progress};
@@ -145,6 +148,9 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
             },
         );
     }
+    if let Ok(envelope) = &envelope {
+        publish_reports(obj, ctx, envelope, &mut pass).await?;
+    }
     clear_marker(obj, ctx, &pass).await?;
     write_status(obj, ctx, &mut pass).await?;
     if !matches!(pass.id, StatusId::Set(_)) {
@@ -259,7 +265,7 @@ pub(super) fn answer<T>(result: CallResult<Result<T, Failure>>) -> Result<T, Fai
         .and_then(std::convert::identity)
 }
 
-/// Phase 6: one server-side apply of the status subresource, when anything changed. If the
+/// Phase 7: one server-side apply of the status subresource, when anything changed. If the
 /// apiserver refuses it (too large, invalid), a minimal status says why and the pass counts
 /// as a transient failure (backoff), so the object never shows an id and no condition.
 async fn write_status(obj: &DynamicObject, ctx: &Context, pass: &mut Pass) -> Result<(), Error> {
@@ -296,7 +302,83 @@ async fn write_status(obj: &DynamicObject, ctx: &Context, pass: &mut Pass) -> Re
     Ok(())
 }
 
-/// Phase 5: the marker of an earlier (or this pass's) create goes once the pass knows the
+/// Phase 5: what the plugin reported. Connection details go into the Secret the object
+/// names, owned by the object (never into status, Events or logs: only their keys are
+/// named); a failed write keeps them for the next pass, a transient failure of this one.
+/// Drift is an Event naming the fields (the status write records it too); dropped reports
+/// are a Warning naming what was dropped.
+async fn publish_reports(
+    obj: &DynamicObject,
+    ctx: &Context,
+    envelope: &Envelope,
+    pass: &mut Pass,
+) -> Result<(), Error> {
+    let connection = std::mem::take(&mut pass.reports.connection);
+    let details = ctx.take_pending_details(obj, connection);
+    if !details.is_empty() {
+        let keys = details
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        match &envelope.connection_secret {
+            None => {
+                ctx.ops
+                    .publish(
+                        obj,
+                        Note::warning(
+                            "ConnectionDetailsDropped",
+                            format!("the plugin reported connection details ({keys}), but spec.writeConnectionSecretTo is not set: they are not kept"),
+                        ),
+                    )
+                    .await;
+            }
+            Some(name) => match ctx.ops.write_connection_secret(obj, name, &details).await {
+                Ok(SecretWrite::Written) => {
+                    ctx.ops
+                        .publish(
+                            obj,
+                            Note::normal(
+                                "ConnectionSecretWritten",
+                                format!("wrote {keys} to Secret {name}"),
+                            ),
+                        )
+                        .await;
+                }
+                Ok(SecretWrite::NotOurs) => {
+                    ctx.keep_pending_details(obj, details);
+                    pass.failure.get_or_insert(Failure::InvalidConfiguration(format!(
+                        "spec.writeConnectionSecretTo.name: Secret {name} exists and this object does not own it; name another Secret (the connection details ({keys}) are kept until then)"
+                    )));
+                }
+                Err(e) if e.is_forbidden() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(plugin = ctx.plugin(), secret = %name, error = %e, "writing the connection Secret failed; retried at the next pass");
+                    ctx.keep_pending_details(obj, details);
+                    pass.failure.get_or_insert(Failure::Transient(format!(
+                        "writing the connection details ({keys}) to Secret {name}: {e}"
+                    )));
+                }
+            },
+        }
+    }
+    if !pass.reports.drift.is_empty() {
+        let message = status::drift_message(&pass.reports.drift);
+        ctx.ops
+            .publish(obj, Note::normal("DriftCorrected", message))
+            .await;
+    }
+    if !pass.reports.dropped.is_empty() {
+        let dropped = pass.reports.dropped.join("; ");
+        tracing::warn!(plugin = ctx.plugin(), %dropped, "plugin reports dropped");
+        ctx.ops
+            .publish(obj, Note::warning("ReportsDropped", dropped))
+            .await;
+    }
+    Ok(())
+}
+
+/// Phase 6: the marker of an earlier (or this pass's) create goes once the pass knows the
 /// resource. That is safe before the status write: a plugin that cannot adopt had its id
 /// written at once, right after the create; for one that can, adoption finds the resource if
 /// the host dies before the status write.
@@ -309,7 +391,7 @@ async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result
     Ok(())
 }
 
-/// Phase 7: when to come back.
+/// Phase 8: when to come back.
 fn next_action(obj: &DynamicObject, ctx: &Context, pass: &Pass, resync: Option<Duration>) -> Next {
     let key = obj.stored_uid();
     if let Some(failure) = &pass.failure {

@@ -27,7 +27,7 @@ pub mod ops;
 pub mod status;
 pub mod triggers;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -189,6 +189,8 @@ pub struct Names {
     pub guard_finalizer: String,
     /// Field manager of guard finalizers.
     pub guard_manager: String,
+    /// Field manager of connection Secrets (`spec.writeConnectionSecretTo`).
+    pub connection_manager: String,
 }
 
 impl Names {
@@ -200,6 +202,7 @@ impl Names {
             status_manager: format!("orchard.dev/{plugin}/status"),
             guard_finalizer: format!("orchard.dev/{plugin}-guard"),
             guard_manager: format!("orchard.dev/{plugin}/guard"),
+            connection_manager: format!("orchard.dev/{plugin}/connection"),
         }
     }
 }
@@ -233,6 +236,9 @@ pub struct Context {
     pub claims: Arc<Claims>,
     /// Object uid → its last pass. Bounded: an object's entry goes when it does.
     passes: Mutex<HashMap<String, PassRecord>>,
+    /// Object uid → connection details reported but not yet written to its Secret (the
+    /// write failed): retried at its next pass, never dropped while the object lives.
+    pending_details: Mutex<HashMap<String, BTreeMap<String, Vec<u8>>>>,
 }
 
 impl Context {
@@ -253,6 +259,7 @@ impl Context {
             ops,
             claims,
             passes: Mutex::default(),
+            pending_details: Mutex::default(),
         }
     }
 
@@ -291,13 +298,42 @@ impl Context {
     pub fn forget(&self, obj: &DynamicObject) {
         let uid = obj.stored_uid();
         self.passes().remove(&uid);
+        self.pending_details().remove(&uid);
         self.backoff.reset(&uid);
         self.claims.forget(obj);
     }
 
     /// Objects remembered (for tests of bounded bookkeeping).
     pub fn remembered(&self) -> usize {
-        self.passes().len()
+        self.passes().len() + self.pending_details().len()
+    }
+
+    /// The connection details of `obj` still to be written, with `new` ones over them.
+    pub fn take_pending_details(
+        &self,
+        obj: &DynamicObject,
+        new: BTreeMap<String, Vec<u8>>,
+    ) -> BTreeMap<String, Vec<u8>> {
+        let mut details = self
+            .pending_details()
+            .remove(&obj.stored_uid())
+            .unwrap_or_default();
+        details.extend(new);
+        details
+    }
+
+    /// Keeps `details` of `obj` for its next pass (their write failed).
+    pub fn keep_pending_details(&self, obj: &DynamicObject, details: BTreeMap<String, Vec<u8>>) {
+        self.pending_details().insert(obj.stored_uid(), details);
+    }
+
+    fn pending_details(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, BTreeMap<String, Vec<u8>>>> {
+        // A poisoned lock only means a panic elsewhere between two whole inserts.
+        self.pending_details
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -73,6 +73,8 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
             return Ok(Pass {
                 id: pass.id,
                 marker_set: pass.marker_set,
+                // A create that waits may have reported its details already.
+                reports: actuator.take_reports(),
                 ..ended
             });
         }
@@ -89,6 +91,7 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
         run_reconcilers(actuator, &mo, &res, &mut pass).await;
     }
     observe(actuator, &mo, &res, &mut pass).await;
+    pass.reports = actuator.take_reports();
     Ok(pass)
 }
 

@@ -2,7 +2,7 @@
 //! reconciled object, its dependencies and its Events. [`KubeOps`] is the real one (the kube
 //! client and the host's caches); the flow tests use a recording fake.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -67,6 +67,15 @@ impl Note {
     }
 }
 
+/// What became of a connection Secret write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretWrite {
+    /// The Secret holds the details (with those it held before).
+    Written,
+    /// A Secret of that name exists and this object does not own it: left untouched.
+    NotOurs,
+}
+
 /// Everything the flows do to Kubernetes.
 #[async_trait]
 pub trait ObjectOps: Send + Sync {
@@ -84,6 +93,15 @@ pub trait ObjectOps: Send + Sync {
     fn cached(&self, kind: &str, namespace: &str, name: &str) -> Option<Arc<DynamicObject>>;
     /// MUST put this plugin's guard finalizer on `dep` (of dependency kind `kind`).
     async fn guard(&self, kind: &str, dep: &DynamicObject) -> Result<(), Error>;
+    /// MUST write `details` into the Secret `name` of the object's namespace, created owned
+    /// by `obj` (its controller) and keeping the details written before; MUST NOT touch a
+    /// Secret of that name that `obj` does not own ([`SecretWrite::NotOurs`]).
+    async fn write_connection_secret(
+        &self,
+        obj: &DynamicObject,
+        name: &str,
+        details: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<SecretWrite, Error>;
 }
 
 /// [`ObjectOps`] on the real apiserver.
@@ -214,6 +232,61 @@ impl ObjectOps for KubeOps {
 
     fn cached(&self, kind: &str, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
         self.dependencies.get(kind)?.get(namespace, name)
+    }
+
+    async fn write_connection_secret(
+        &self,
+        obj: &DynamicObject,
+        name: &str,
+        details: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<SecretWrite, Error> {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::core::v1::Secret;
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &obj.stored_namespace());
+        let error = |action| {
+            let name = name.to_owned();
+            move |source| Error::Kube {
+                action,
+                kind: "Secret".into(),
+                name,
+                source,
+            }
+        };
+        let mut data = BTreeMap::new();
+        if let Some(existing) = secrets.get_opt(name).await.map_err(error("get"))? {
+            if !existing
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == obj.uid().unwrap_or_default())
+            {
+                return Ok(SecretWrite::NotOurs);
+            }
+            // An apply names every key it owns: keep what earlier passes wrote.
+            data = existing.data.unwrap_or_default();
+        }
+        for (k, v) in details {
+            data.insert(k.clone(), ByteString(v.clone()));
+        }
+        let Some(owner) = obj.controller_owner_ref(&self.resource) else {
+            // A cached object always has a name and a uid.
+            return Ok(SecretWrite::NotOurs);
+        };
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                owner_references: Some(vec![owner]),
+                ..Default::default()
+            },
+            type_: Some("Opaque".into()),
+            data: Some(data),
+            ..Default::default()
+        };
+        let params = PatchParams::apply(&self.names.connection_manager).force();
+        secrets
+            .patch(name, &params, &Patch::Apply(&secret))
+            .await
+            .map_err(error("apply"))?;
+        Ok(SecretWrite::Written)
     }
 
     async fn guard(&self, kind: &str, dep: &DynamicObject) -> Result<(), Error> {

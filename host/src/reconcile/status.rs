@@ -4,7 +4,7 @@
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::actuator::{Availability, Failure, Progress};
+use crate::actuator::{Availability, Drift, Failure, Progress, Reports};
 
 /// What one pass of the reconciler found out.
 #[derive(Debug, Default)]
@@ -25,6 +25,8 @@ pub struct Pass {
     pub marker_set: bool,
     /// The object is paused (`orchard.dev/paused`): nothing was done.
     pub paused: bool,
+    /// What the plugin reported during the pass (connection details, drift).
+    pub reports: Reports,
 }
 
 /// What a pass does to `status.id`.
@@ -189,14 +191,56 @@ pub fn body(pass: &Pass, old: &Value, generation: i64, now: Timestamp) -> Option
     } else if let Some(last) = old["lastSyncTime"].as_str() {
         status["lastSyncTime"] = json!(last);
     }
+    if !pass.reports.drift.is_empty() {
+        status["drift"] = drift_json(&pass.reports.drift, now);
+    } else if !old["drift"].is_null() {
+        // The last correction stays until the next one.
+        status["drift"] = old["drift"].clone();
+    }
     // lastSyncTime is `now` on a done pass, so a done pass (a create, a resync, a new plugin
     // version) always records that it synced; any other pass writes only what changed.
     let unchanged = old["conditions"].is_array()
         && old["conditions"] == status["conditions"]
         && old["resource"] == status["resource"]
         && old["id"] == status["id"]
-        && old["lastSyncTime"] == status["lastSyncTime"];
+        && old["lastSyncTime"] == status["lastSyncTime"]
+        && old["drift"] == status["drift"];
     (!unchanged).then_some(status)
+}
+
+/// `status.drift`: the fields of the last correction (sensitive values masked).
+fn drift_json(drift: &[Drift], now: Timestamp) -> Value {
+    let fields: Vec<Value> = drift
+        .iter()
+        .map(|d| {
+            let mut field = json!({"field": d.field});
+            if let Some(v) = d.shown_observed() {
+                field["observed"] = json!(v);
+            }
+            if let Some(v) = d.shown_desired() {
+                field["desired"] = json!(v);
+            }
+            field
+        })
+        .collect();
+    json!({"time": now.to_string(), "fields": fields})
+}
+
+/// What an Event says of a correction: `field: observed → desired`, for each field.
+pub fn drift_message(drift: &[Drift]) -> String {
+    let shown = |v: Option<&str>| v.unwrap_or("(absent)").to_owned();
+    let fields: Vec<String> = drift
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {} → {}",
+                d.field,
+                shown(d.shown_observed()),
+                shown(d.shown_desired())
+            )
+        })
+        .collect();
+    format!("changed back to the spec: {}", fields.join("; "))
 }
 
 /// The minimal status written when the apiserver refused the full one: the id and the

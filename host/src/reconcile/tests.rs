@@ -60,6 +60,12 @@ struct System {
     failing: Mutex<HashMap<&'static str, Option<Failure>>>,
     /// `reconcilers` names these.
     reconcilers: Mutex<Vec<String>>,
+    /// `create` reports these connection details.
+    create_details: Vec<(&'static str, &'static str)>,
+    /// `run-reconciler` reports these drifts: (field, observed, desired, sensitive).
+    drifts: Vec<(&'static str, &'static str, &'static str, bool)>,
+    /// What the calls reported since the last take.
+    reported: Mutex<crate::actuator::Reports>,
 }
 
 impl System {
@@ -109,6 +115,9 @@ impl System {
 impl Actuator for System {
     fn name(&self) -> &'static str {
         "fake"
+    }
+    fn take_reports(&self) -> crate::actuator::Reports {
+        std::mem::take(&mut *self.reported.lock().unwrap())
     }
     async fn describe(&self) -> CallResult<Description> {
         Ok(description())
@@ -186,6 +195,11 @@ impl Actuator for System {
         match self.create.lock().unwrap().clone() {
             CreateMode::Works => {
                 self.put(&id, &name);
+                let mut reported = self.reported.lock().unwrap();
+                for (k, v) in &self.create_details {
+                    reported.connection_detail((*k).to_owned(), v.as_bytes().to_vec());
+                }
+                drop(reported);
                 Ok(Ok(Self::res(&id, &json!({"name": name}))))
             }
             CreateMode::Fails(f) => Ok(Err(f.into())),
@@ -225,6 +239,15 @@ impl Actuator for System {
         self.call("run-reconciler");
         if let Err(e) = self.fails("run-reconciler") {
             return e.map(Status::from);
+        }
+        let mut reported = self.reported.lock().unwrap();
+        for (field, observed, desired, sensitive) in &self.drifts {
+            reported.drift(
+                (*field).to_owned(),
+                Some((*observed).to_owned()),
+                Some((*desired).to_owned()),
+                *sensitive,
+            );
         }
         Ok(Status::default())
     }
@@ -279,7 +302,12 @@ enum Write {
     Event(String),
     /// The guard finalizer put on a dependency of this kind.
     Guard(String),
+    /// The connection Secret written, with the keys it holds after the write.
+    Secret(String, Vec<String>),
 }
+
+/// A Secret of the fake: owned by the object, and its data.
+type FakeSecret = (bool, BTreeMap<String, Vec<u8>>);
 
 /// A one-object apiserver: every write is recorded and applied to its copy.
 struct Cluster {
@@ -288,6 +316,12 @@ struct Cluster {
     cached: Mutex<HashMap<(String, String), DynamicObject>>,
     /// Refuse this many status applies with 413.
     refuse_status: Mutex<u32>,
+    /// Every Event published, whole.
+    notes: Mutex<Vec<Note>>,
+    /// Secrets of the namespace: name → (owned by the object, data).
+    secrets: Mutex<BTreeMap<String, FakeSecret>>,
+    /// Fail this many connection-Secret writes (as a 500 would).
+    fail_secret: Mutex<u32>,
 }
 
 impl Cluster {
@@ -297,6 +331,9 @@ impl Cluster {
             writes: Mutex::default(),
             cached: Mutex::default(),
             refuse_status: Mutex::new(0),
+            notes: Mutex::default(),
+            secrets: Mutex::default(),
+            fail_secret: Mutex::new(0),
         }
     }
     fn current(&self) -> DynamicObject {
@@ -366,7 +403,8 @@ impl ObjectOps for Cluster {
         Ok(())
     }
     async fn publish(&self, _: &DynamicObject, note: Note) {
-        self.record(Write::Event(note.reason));
+        self.record(Write::Event(note.reason.clone()));
+        self.notes.lock().unwrap().push(note);
     }
     fn cached(&self, kind: &str, _: &str, name: &str) -> Option<Arc<DynamicObject>> {
         self.cached
@@ -379,6 +417,40 @@ impl ObjectOps for Cluster {
     async fn guard(&self, kind: &str, _: &DynamicObject) -> Result<(), Error> {
         self.record(Write::Guard(kind.to_owned()));
         Ok(())
+    }
+    async fn write_connection_secret(
+        &self,
+        _: &DynamicObject,
+        name: &str,
+        details: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<super::ops::SecretWrite, Error> {
+        {
+            let mut fail = self.fail_secret.lock().unwrap();
+            if *fail > 0 {
+                *fail -= 1;
+                return Err(Error::Kube {
+                    action: "apply",
+                    kind: "Secret".into(),
+                    name: name.into(),
+                    source: kube::Error::Api(Box::new(kube::core::Status {
+                        code: 500,
+                        message: "etcd timeout".into(),
+                        ..Default::default()
+                    })),
+                });
+            }
+        }
+        let mut secrets = self.secrets.lock().unwrap();
+        let (owned, data) = secrets
+            .entry(name.to_owned())
+            .or_insert_with(|| (true, BTreeMap::new()));
+        if !*owned {
+            return Ok(super::ops::SecretWrite::NotOurs);
+        }
+        data.extend(details.clone());
+        let keys = data.keys().cloned().collect();
+        self.record(Write::Secret(name.to_owned(), keys));
+        Ok(super::ops::SecretWrite::Written)
     }
 }
 
@@ -477,6 +549,7 @@ fn kinds(writes: &[Write]) -> Vec<String> {
             Write::Status(s) => format!("status(id={})", s["id"]),
             Write::Event(reason) => format!("event {reason}"),
             Write::Guard(kind) => format!("guard {kind}"),
+            Write::Secret(name, keys) => format!("secret {name} {keys:?}"),
         })
         .collect()
 }
@@ -1743,4 +1816,188 @@ async fn every_call_of_a_pass_goes_to_one_view_made_for_that_pass() {
     assert!(deleted.released, "{deleted:?}");
     assert_eq!(*viewed.views.lock().unwrap(), 2);
     assert_eq!(system.calls(), ["get-by-id", "delete", "get-by-id"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Connection details and drift
+// ---------------------------------------------------------------------------------------
+
+fn with_connection_secret(name: &str) -> DynamicObject {
+    object(
+        name,
+        100,
+        json!({"resource": {"name": name}, "writeConnectionSecretTo": {"name": format!("{name}-conn")}}),
+    )
+}
+
+fn everything_but_the_secret(w: &World) -> String {
+    let notes: Vec<String> = w
+        .cluster
+        .notes
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|n| format!("{} {}", n.reason, n.message))
+        .collect();
+    format!("{} {notes:?}", serde_json::to_string(&w.object()).unwrap())
+}
+
+#[tokio::test]
+async fn connection_details_of_a_create_go_into_the_objects_secret_and_nowhere_else() {
+    let w = World::with(
+        System {
+            create_details: vec![("username", "app"), ("password", "s3cret-Pa55")],
+            ..System::default()
+        },
+        with_connection_secret("a"),
+    );
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(
+        writes,
+        [
+            "metadata(finalizer=true, marker=true)",
+            "event Created",
+            "secret a-conn [\"password\", \"username\"]",
+            "event ConnectionSecretWritten",
+            "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")",
+        ]
+    );
+    let secrets = w.cluster.secrets.lock().unwrap();
+    assert_eq!(secrets["a-conn"].1["password"], b"s3cret-Pa55");
+    drop(secrets);
+    let seen = everything_but_the_secret(&w);
+    assert!(!seen.contains("s3cret-Pa55"), "{seen}");
+    assert!(
+        seen.contains("wrote password, username to Secret a-conn"),
+        "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn connection_details_without_a_secret_named_are_a_warning_naming_only_the_keys() {
+    let w = World::with(
+        System {
+            create_details: vec![("password", "s3cret-Pa55")],
+            ..System::default()
+        },
+        managed("a"),
+    );
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert!(w.cluster.secrets.lock().unwrap().is_empty());
+    let seen = everything_but_the_secret(&w);
+    assert!(
+        seen.contains("ConnectionDetailsDropped") && seen.contains("(password)"),
+        "{seen}"
+    );
+    assert!(!seen.contains("s3cret-Pa55"), "{seen}");
+}
+
+#[tokio::test]
+async fn connection_details_whose_write_failed_are_written_at_the_next_pass() {
+    let w = World::with(
+        System {
+            create_details: vec![("password", "s3cret-Pa55")],
+            ..System::default()
+        },
+        with_connection_secret("a"),
+    );
+    *w.cluster.fail_secret.lock().unwrap() = 1;
+    let (pass, next) = w.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("TransientError"),
+        "{pass:?}"
+    );
+    assert!(matches!(next, Next::After(_)), "retried with backoff");
+    assert_eq!(
+        w.ctx.remembered(),
+        2,
+        "a pass record and the pending details"
+    );
+    let (_, reason, message) = condition(&w.object(), "Progressing");
+    assert_eq!(reason, "TransientError");
+    assert!(message.contains("(password) to Secret a-conn"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+    // The next pass creates nothing and reports nothing new: the kept details are written.
+    w.cluster.writes();
+    w.system.calls();
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert!(!w.system.calls().contains(&"create".to_owned()));
+    assert_eq!(
+        w.cluster.secrets.lock().unwrap()["a-conn"].1["password"],
+        b"s3cret-Pa55"
+    );
+    assert_eq!(w.ctx.remembered(), 1, "nothing pending any more");
+}
+
+#[tokio::test]
+async fn a_connection_secret_the_object_does_not_own_is_never_touched() {
+    let w = World::with(
+        System {
+            create_details: vec![("password", "s3cret-Pa55")],
+            ..System::default()
+        },
+        with_connection_secret("a"),
+    );
+    w.cluster.secrets.lock().unwrap().insert(
+        "a-conn".into(),
+        (
+            false,
+            BTreeMap::from([("tls.key".into(), b"theirs".to_vec())]),
+        ),
+    );
+    let (pass, next) = w.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("InvalidConfiguration")
+    );
+    assert_eq!(next, Next::Wait, "terminal until the spec changes");
+    let secrets = w.cluster.secrets.lock().unwrap();
+    assert_eq!(secrets["a-conn"].1.len(), 1, "left as it was");
+    drop(secrets);
+    let (_, _, message) = condition(&w.object(), "Progressing");
+    assert!(
+        message.starts_with("spec.writeConnectionSecretTo.name: Secret a-conn exists and this object does not own it"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_corrected_drift_is_an_event_and_status_drift_with_secret_values_masked() {
+    let w = World::with(
+        System {
+            reconcilers: Mutex::new(vec!["settings".into()]),
+            drifts: vec![
+                ("kind", "\"Master\"", "\"Native\"", false),
+                ("apiToken", "\"old-t0ken\"", "\"new-t0ken\"", true),
+            ],
+            ..System::default()
+        },
+        managed("a"),
+    );
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    let obj = w.object();
+    let drift = &obj.data["status"]["drift"];
+    assert_eq!(
+        drift["fields"],
+        json!([
+            {"field": "kind", "observed": "\"Master\"", "desired": "\"Native\""},
+            {"field": "apiToken", "observed": "\"***\"", "desired": "\"***\""}
+        ])
+    );
+    assert!(drift["time"].is_string());
+    let notes = w.cluster.notes.lock().unwrap().clone();
+    let corrected = notes.iter().find(|n| n.reason == "DriftCorrected").unwrap();
+    assert_eq!(
+        corrected.message,
+        "changed back to the spec: kind: \"Master\" → \"Native\"; apiToken: \"***\" → \"***\""
+    );
+    let seen = everything_but_the_secret(&w);
+    assert!(!seen.contains("t0ken"), "{seen}");
 }

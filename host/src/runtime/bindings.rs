@@ -16,4 +16,5 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::orchard::actuator::log;
+pub use self::orchard::actuator::report;
 pub use self::orchard::actuator::types as wit;

@@ -45,7 +45,7 @@ use super::state::PluginState;
 use crate::actuator::contract::{Boundary, RawDescription};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Dependency, DependencyDecl, Description,
-    ExternalResource, Failure, ManagedObject, Progress, Status, WaitEvent,
+    ExternalResource, Failure, ManagedObject, Progress, Reports, Status, WaitEvent,
 };
 
 /// What loading a plugin made: shared by the plugin and every pass's view of it.
@@ -69,6 +69,8 @@ pub struct ComponentActuator {
     /// `Some` for a pass's view: the instance its calls share (`None` until the first call,
     /// and after a failed one).
     pass: Option<Mutex<Option<Live>>>,
+    /// What the pass's successful calls reported.
+    reports: Mutex<Reports>,
 }
 
 impl ComponentActuator {
@@ -76,6 +78,7 @@ impl ComponentActuator {
         Self {
             loaded: Arc::new(loaded),
             pass: None,
+            reports: Mutex::default(),
         }
     }
 
@@ -214,6 +217,15 @@ impl ComponentActuator {
             let answer = outcome
                 .map_err(|e| self.classify(function, &live.store, &e, "call"))
                 .and_then(check)?;
+            // Only a call that answered well reports; the plugin without a pass keeps none
+            // (`orchard invoke`, conformance: each call stands alone).
+            let reported = std::mem::take(&mut live.store.data_mut().reports);
+            if self.pass.is_some() && !reported.is_empty() {
+                self.reports
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .absorb(reported);
+            }
             self.keep_live(live);
             Ok(answer)
         };
@@ -251,7 +263,12 @@ impl Actuator for ComponentActuator {
         Some(Box::new(Self {
             loaded: Arc::clone(&self.loaded),
             pass: Some(Mutex::new(None)),
+            reports: Mutex::default(),
         }))
+    }
+
+    fn take_reports(&self) -> Reports {
+        std::mem::take(&mut *self.reports.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     async fn describe(&self) -> CallResult<Description> {

@@ -98,6 +98,8 @@ impl Runtime {
             .map_err(Error::Engine)?;
         bindings::log::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
             .map_err(Error::Engine)?;
+        bindings::report::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
+            .map_err(Error::Engine)?;
         Ok(Self {
             engine,
             linker: Arc::new(linker),

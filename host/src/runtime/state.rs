@@ -14,9 +14,10 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::bindings::log;
+use super::bindings::{log, report};
 use super::egress::{EgressHooks, EgressPolicy};
 use super::limits::{MAX_OUTPUT_BYTES_PER_CALL, MAX_OUTPUT_LINES_PER_CALL, MemoryCap};
+use crate::actuator::Reports;
 
 /// Store data of one instance: of one call, or of the calls of one pass
 /// ([`PluginState::arm`] re-arms the per-call parts).
@@ -29,6 +30,8 @@ pub(crate) struct PluginState {
     output: Arc<Mutex<Output>>,
     /// When the current call must have ended (read by the epoch-deadline callback).
     pub(crate) deadline: Instant,
+    /// What the current call reported (the `report` import), bounded.
+    pub(crate) reports: Reports,
 }
 
 /// Most resources a guest may hold at once (streams, requests, pollables).
@@ -66,6 +69,7 @@ impl PluginState {
             },
             output,
             deadline: Instant::now(),
+            reports: Reports::default(),
         }
     }
 
@@ -73,6 +77,7 @@ impl PluginState {
     /// dropped is reported now) and a clear memory-cap flag.
     pub(crate) fn arm(&mut self, deadline: Instant) {
         self.deadline = deadline;
+        self.reports = Reports::default();
         self.memory.hit = false;
         lock(&self.output).next_call();
     }
@@ -99,6 +104,22 @@ impl WasiHttpView for PluginState {
 
 /// Longest line kept from a guest; the rest of the line is dropped (and counted).
 const MAX_LINE: usize = 16 * 1024;
+
+impl report::Host for PluginState {
+    fn connection_detail(&mut self, key: String, value: Vec<u8>) {
+        self.reports.connection_detail(key, value);
+    }
+
+    fn drift(
+        &mut self,
+        field: String,
+        observed: Option<String>,
+        desired: Option<String>,
+        sensitive: bool,
+    ) {
+        self.reports.drift(field, observed, desired, sensitive);
+    }
+}
 
 impl log::Host for PluginState {
     fn log(&mut self, level: log::Level, message: String) {

@@ -136,6 +136,24 @@ impl Api {
         Ok(())
     }
 
+    /// Changes a zone's account directly in PowerDNS (drift, as someone outside Orchard).
+    pub async fn set_account(&self, name: &str, account: &str) -> anyhow::Result<()> {
+        let response = self
+            .http
+            .put(format!("{}/{name}", self.zones_url))
+            .json(&json!({"account": account}))
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            bail!(
+                "PowerDNS set the account of zone {name}: HTTP {}: {}",
+                response.status(),
+                response.text().await?
+            );
+        }
+        Ok(())
+    }
+
     /// Deletes a zone directly in PowerDNS. A 5xx (its sqlite backend busy with another
     /// suite's write) is retried for a few seconds; so is any other failure, which is then
     /// reported with its status.
