@@ -5,12 +5,19 @@
 // - import filter: `name`, `tag`, matched exactly;
 // - mutable through reconcilers: `tags`, the password (`password`: the value of key
 //   `passwordKey` of the credentials Secret; no key, no password) and `permissions` (one
-//   entry per vhost); immutable: `name`.
+//   entry per vhost); immutable: `name`. Each change back is reported as a drift (the
+//   password's as a sensitive one).
+// - `generatePassword: true` (instead of `passwordKey`): `create` generates a strong random
+//   password, sets it and reports the connection details `username`, `password` and `url` (the
+//   management API), which the host writes into the Secret `spec.writeConnectionSecretTo.name`.
+//   That Secret is the only copy: RabbitMQ keeps a hash, so later passes keep the password as
+//   it is (a user left without one gets a new one, reported again). Lost the Secret? Delete the
+//   user (or the object) and let it be created again.
 //
-// The password never leaves the plugin: the state and `status.resource` only say whether the
-// user has one.
+// The password never leaves the plugin otherwise: the state and `status.resource` only say
+// whether the user has one, and nothing logs it.
 
-import { Actuator, Status, exportActuator, http } from 'orchard-sdk';
+import { Actuator, InvalidConfiguration, Status, exportActuator, http, report } from 'orchard-sdk';
 
 const TAGS = 'tags';
 const PASSWORD = 'password';
@@ -115,6 +122,22 @@ function keepPassword(u) {
 
 const PATTERN = { type: 'string', maxLength: 1024, default: '.*' };
 
+const BOTH_PASSWORDS = 'passwordKey and generatePassword exclude each other: set one of them (or neither, for a user without a password)';
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** 32 characters of [A-Za-z0-9] from the system's CSPRNG (wasi random), unbiased: ~190 bits. */
+function generatePassword(length = 32) {
+  const limit = 256 - (256 % ALPHABET.length); // bytes past the last full alphabet: rejected
+  let out = '';
+  while (out.length < length) {
+    for (const b of crypto.getRandomValues(new Uint8Array(length * 2))) {
+      if (b < limit && out.length < length) out += ALPHABET[b % ALPHABET.length];
+    }
+  }
+  return out;
+}
+
 class User extends Actuator {
   describe() {
     return {
@@ -126,6 +149,7 @@ class User extends Actuator {
       resourceSchema: {
         type: 'object',
         required: ['name'],
+        'x-kubernetes-validations': [{ rule: '!has(self.passwordKey) || !has(self.generatePassword) || !self.generatePassword', message: BOTH_PASSWORDS }],
         properties: {
           name: {
             type: 'string', minLength: 1, maxLength: 255,
@@ -133,6 +157,10 @@ class User extends Actuator {
           },
           tags: { type: 'array', maxItems: 16, items: { type: 'string', maxLength: 64, pattern: '^[^,]+$' } },
           passwordKey: { type: 'string', maxLength: 253 },
+          generatePassword: {
+            type: 'boolean',
+            description: 'Instead of passwordKey: generate a password at creation, written to the connection Secret (spec.writeConnectionSecretTo) with username and url.',
+          },
           permissions: {
             type: 'array', maxItems: 64,
             'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['vhost'],
@@ -166,13 +194,16 @@ class User extends Actuator {
   }
 
   parseSpec(spec) {
-    const known = new Set(['name', 'tags', 'passwordKey', 'permissions']);
+    const known = new Set(['name', 'tags', 'passwordKey', 'generatePassword', 'permissions']);
     const unknown = Object.keys(spec).filter((k) => !known.has(k));
     if (unknown.length) throw new Error(`unknown field ${JSON.stringify(unknown[0])}`);
+    if (spec.generatePassword !== undefined && typeof spec.generatePassword !== 'boolean') throw new Error('generatePassword must be true or false');
+    if (spec.passwordKey !== undefined && spec.generatePassword) throw new InvalidConfiguration(BOTH_PASSWORDS);
     return {
       name: spec.name,
       tags: [...(spec.tags ?? [])].sort(),
       passwordKey: spec.passwordKey,
+      generatePassword: spec.generatePassword === true,
       permissions: (spec.permissions ?? []).map((p) => ({
         vhost: p.vhost,
         configure: p.configure ?? '.*',
@@ -186,6 +217,15 @@ class User extends Actuator {
   password(obj) {
     const key = obj.requireSpec().passwordKey;
     return key === undefined ? undefined : obj.credential(key);
+  }
+
+  /** Sets a new generated password on the user and reports it with how to connect. */
+  async setGeneratedPassword(obj, client, name, tags) {
+    const password = generatePassword();
+    await client.putUser(name, tags, { password });
+    report.connectionDetail('username', name);
+    report.connectionDetail('password', password);
+    report.connectionDetail('url', obj.credential('url'));
   }
 
   getById(obj, id) {
@@ -209,10 +249,15 @@ class User extends Actuator {
 
   async create(obj) {
     const spec = obj.requireSpec();
-    const password = this.password(obj);
+    const client = new Client(obj);
     // One request creates the user with its tags and password: nothing fallible follows it
     // (permissions have their reconciler).
-    await new Client(obj).putUser(spec.name, spec.tags, password === undefined ? { password_hash: '' } : { password });
+    if (spec.generatePassword) {
+      await this.setGeneratedPassword(obj, client, spec.name, spec.tags);
+      return { id: spec.name, state: { name: spec.name, tags: spec.tags, hasPassword: true, permissions: [] } };
+    }
+    const password = this.password(obj);
+    await client.putUser(spec.name, spec.tags, password === undefined ? { password_hash: '' } : { password });
     return { id: spec.name, state: { name: spec.name, tags: spec.tags, hasPassword: password !== undefined, permissions: [] } };
   }
 
@@ -229,23 +274,36 @@ class User extends Actuator {
     const spec = obj.requireSpec();
     const client = new Client(obj);
     if (name === TAGS) {
-      if (JSON.stringify(res.state.tags) === JSON.stringify(spec.tags)) return Status.done();
+      const diff = report.diff(res.state, spec, ['tags']);
+      if (diff.isEmpty()) return Status.done();
       const u = await client.user(res.id);
       if (u === undefined) return Status.needsRefresh('user is gone');
       await client.putUser(res.id, spec.tags, keepPassword(u));
+      diff.report();
       return Status.needsRefresh('tags updated');
     }
     if (name === PASSWORD) {
-      const password = this.password(obj);
       const u = await client.user(res.id);
       if (u === undefined) return Status.needsRefresh('user is gone');
+      if (spec.generatePassword) {
+        // The generated password is in the connection Secret only: keep whatever is set.
+        if (u.password_hash) return Status.done();
+        await this.setGeneratedPassword(obj, client, res.id, tagsOf(u));
+        report.drift('hasPassword', false, true);
+        return Status.needsRefresh('password generated');
+      }
+      const password = this.password(obj);
       if (password === undefined) {
         if (!u.password_hash) return Status.done();
         await client.putUser(res.id, tagsOf(u), { password_hash: '' });
+        report.drift('hasPassword', true, false);
         return Status.needsRefresh('password removed');
       }
       if (await passwordMatches(u, password)) return Status.done();
       await client.putUser(res.id, tagsOf(u), { password });
+      // Masked by the host; the values say which, never the password.
+      if (u.password_hash) report.drift('password', 'another password', `credentials key ${spec.passwordKey}`, true);
+      else report.drift('hasPassword', false, true);
       return Status.needsRefresh('password updated');
     }
     if (name === PERMISSIONS) {
@@ -256,12 +314,14 @@ class User extends Actuator {
         const h = have.get(vhost);
         if (!h || h.configure !== p.configure || h.write !== p.write || h.read !== p.read) {
           await client.setPermission(res.id, p);
+          report.drift(`permissions.${vhost}`, h, p);
           changed = true;
         }
       }
-      for (const vhost of have.keys()) {
+      for (const [vhost, h] of have) {
         if (!want.has(vhost)) {
           await client.deletePermission(res.id, vhost);
+          report.drift(`permissions.${vhost}`, h, undefined);
           changed = true;
         }
       }

@@ -5,7 +5,7 @@
 - import filter: ``name``, ``description``, ``tag``, matched exactly;
 - mutable through reconcilers: ``description``, ``tags``, ``tracing`` (``metadata``) and
   ``maxConnections``, ``maxQueues`` (``limits``, one optional sub-resource each); immutable:
-  ``name``.
+  ``name``. Each change back is reported as a drift (old → new).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from orchard_sdk import (
     Status,
     ensure,
     export,
+    report,
 )
+from orchard_sdk.codec import camel
 from rabbitmq_client import Client
 
 
@@ -97,17 +99,24 @@ class Limit(ResourceHandler[int]):
     def current(self) -> Optional[int]:
         return self.vhost.limits.get(self.name)
 
+    def field(self) -> str:
+        """The spec's name of the limit (``maxQueues`` for ``max-queues``)."""
+        return camel(self.name.replace("-", "_"))
+
     def create(self) -> None:
         self.client.set_vhost_limit(self.vhost.name, self.name, self.desired)
+        report.drift(self.field(), None, self.desired)
 
     def update(self, current: int) -> bool:
         if current == self.desired:
             return False
-        self.create()
+        self.client.set_vhost_limit(self.vhost.name, self.name, self.desired)
+        report.drift(self.field(), current, self.desired)
         return True
 
     def delete(self, current: int) -> None:
         self.client.delete_vhost_limit(self.vhost.name, self.name)
+        report.drift(self.field(), current, None)
 
 
 class Vhost(Base):
@@ -199,11 +208,15 @@ class Vhost(Base):
         client = Client.for_object(obj)
         have = res.state
         if name == METADATA:
-            if (have.description, sorted(have.tags), have.tracing) == (
-                spec.description, sorted(spec.tags), spec.tracing
-            ):
+            diff = report.diff(
+                {"description": have.description, "tags": sorted(have.tags), "tracing": have.tracing},
+                {"description": spec.description, "tags": sorted(spec.tags), "tracing": spec.tracing},
+                ["description", "tags", "tracing"],
+            )
+            if not diff:
                 return Status.done()
             client.put_vhost(res.id, spec.description, sorted(spec.tags), spec.tracing)
+            diff.report()  # once changed back: a failed update reports nothing
             return Status.needs_refresh("vhost metadata updated")
         if name == LIMITS:
             status = Status.done()

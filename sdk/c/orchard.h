@@ -341,6 +341,68 @@ void orc_log(orc_log_level level, const char *fmt, ...) __attribute__((format(pr
 #define ORC_WARN(...) orc_log(ORC_LOG_WARN, __VA_ARGS__)
 #define ORC_ERROR(...) orc_log(ORC_LOG_ERROR, __VA_ARGS__)
 
+// -- reports (orchard:actuator/report, WIT 0.1.1) ---------------------------------------------
+//
+// Connection details: the host writes those of a pass into the Secret named by
+// spec.writeConnectionSecretTo.name (owned by the object), never into status, Events or logs.
+// Drifts: a field a reconciler changed back to the spec; the host records them in an Event
+// DriftCorrected and in status.drift. Arguments stay the caller's. Natively (unit tests)
+// nothing is sent: reports are collected in-process, read with orc_reports_take.
+
+// A connection detail: key a Secret data key; a later value of a key replaces an earlier one.
+void orc_report_connection_detail(const char *key, const uint8_t *value, size_t len);
+// orc_report_connection_detail of a NUL-terminated text.
+void orc_report_connection_detail_string(const char *key, const char *value);
+// A drift: field was observed and was changed back to desired (NULL: absent); sensitive values
+// are masked by the host.
+void orc_report_drift(const char *field, const orc_json *observed, const orc_json *desired, bool sensitive);
+// orc_report_drift of two strings (NULL: absent), JSON-quoted here.
+void orc_report_drift_string(const char *field, const char *observed, const char *desired, bool sensitive);
+
+// One drift; observed and desired are JSON text (NULL: absent).
+typedef struct {
+  char *field, *observed, *desired;
+  bool sensitive;
+} orc_drift;
+
+// The fields whose observed and desired values differ; orc_diff_report sends them (nothing is
+// sent before). Zero-initialise: orc_diff d = {0};
+typedef struct {
+  orc_drift *items;
+  size_t len;
+} orc_diff;
+
+// Adds field to d when observed and desired differ (orc_json_equal; NULL: absent).
+void orc_diff_field(orc_diff *d, const char *field, const orc_json *observed, const orc_json *desired, bool sensitive);
+// Compares two JSON objects on each of fields, a dotted path ("settings.ttl"); a field missing on
+// one side is absent there.
+orc_diff orc_diff_fields(const orc_json *observed, const orc_json *desired, const char *const *fields, size_t n);
+// Reports every difference as a drift, frees d; returns how many.
+size_t orc_diff_report(orc_diff *d);
+void orc_diff_free(orc_diff *d);
+
+#ifndef __wasm__
+// Natively: what was reported since the last call (the collector is emptied); free with
+// orc_reports_free. At most 1024 of each kind are kept.
+typedef struct {
+  char *key;
+  uint8_t *value;
+  size_t len;
+} orc_detail;
+typedef struct {
+  orc_detail *details;
+  size_t n_details;
+  orc_drift *drifts;
+  size_t n_drifts;
+} orc_reports;
+orc_reports orc_reports_take(void);
+void orc_reports_free(orc_reports *r);
+#endif
+
+// The transport of the reports (orchard_wasi.c in a component, the collector natively).
+void orc__send_detail(const char *key, const uint8_t *value, size_t len);
+void orc__send_drift(const orc_drift *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,5 @@
 // The Orchard C SDK inside a component: the exported contract (dispatching to the plugin's
-// orc_actuator), blocking HTTP over wasi:http and logging. Compiled against the bindings that
+// orc_actuator), blocking HTTP over wasi:http, logging and reports. Compiled against the bindings that
 // sdk/c/build.sh generates with the pinned wit-bindgen (actuator_plugin.h).
 //
 // Ownership at the boundary (wit-bindgen's C conventions): the arguments of an export belong
@@ -45,6 +45,21 @@ void orc_log(orc_log_level level, const char *fmt, ...) {
   wstr message = {(uint8_t *)line, strlen(line)};
   orchard_actuator_log_log((orchard_actuator_log_level_t)level, &message);
   free(line);
+}
+
+// -- reports ----------------------------------------------------------------------------------
+
+void orc__send_detail(const char *key, const uint8_t *value, size_t len) {
+  wstr k = {(uint8_t *)key, strlen(key)};
+  actuator_plugin_list_u8_t v = {(uint8_t *)value, len};
+  orchard_actuator_report_connection_detail(&k, &v);
+}
+
+void orc__send_drift(const orc_drift *d) {
+  wstr field = {(uint8_t *)d->field, strlen(d->field)};
+  wstr observed = {(uint8_t *)d->observed, d->observed ? strlen(d->observed) : 0};
+  wstr desired = {(uint8_t *)d->desired, d->desired ? strlen(d->desired) : 0};
+  orchard_actuator_report_drift(&field, d->observed ? &observed : NULL, d->desired ? &desired : NULL, d->sensitive);
 }
 
 // -- arguments in -----------------------------------------------------------------------------

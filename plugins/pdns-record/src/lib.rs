@@ -6,10 +6,12 @@
 //! - identity: `<zone id>/<name>/<type>`, e.g. `example.org./www.example.org./A`;
 //! - adoption: the set with the same zone, name and type;
 //! - import filter: `zone`, `name`, `type`, matched exactly;
-//! - mutable through the `records` reconciler: `ttl`, `records`.
+//! - mutable through the `records` reconciler: `ttl`, `records`, each change back reported as
+//!   a drift (old → new).
 
 #![forbid(unsafe_code)]
 
+use orchard_sdk::report::Diff;
 use orchard_sdk::{Actuator, DependencyDecl, Description, Failure, Object, Resource, Status, json};
 use pdns_client::{Client, RRset, canonical};
 use serde::{Deserialize, Serialize};
@@ -319,7 +321,10 @@ impl Actuator for PdnsRecord {
             .collect();
         want.sort_unstable();
         have.sort_unstable();
-        if want == have && res.state.rrset.ttl == spec.ttl {
+        let diff = Diff::new()
+            .field("ttl", res.state.rrset.ttl, spec.ttl)
+            .field("records", &have, &want);
+        if diff.is_empty() {
             return Ok(Status::done());
         }
         let d = Desired {
@@ -328,6 +333,7 @@ impl Actuator for PdnsRecord {
             rtype: res.state.rrset.rtype.clone(),
         };
         replace(&Client::for_object(obj)?, &d, spec)?;
+        diff.report();
         Ok(Status::needs_refresh("records updated"))
     }
 
@@ -418,6 +424,65 @@ mod tests {
         assert_eq!(
             PdnsRecord.run_reconciler(RECORDS, &obj, &state(&["192.0.2.9"], 60)),
             Err(Failure::invalid(r#"credentials Secret has no key "url""#))
+        );
+        assert!(orchard_sdk::report::take().is_empty());
+    }
+
+    #[test]
+    fn records_changed_back_are_reported_as_drifts_old_to_new() {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream);
+            let (mut request, mut line, mut length) = (String::new(), String::new(), 0);
+            reader.read_line(&mut request).unwrap();
+            while reader.read_line(&mut line).unwrap() > 2 {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                line.clear();
+            }
+            reader.read_exact(&mut vec![0; length]).unwrap();
+            let answer = "HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n";
+            reader.get_mut().write_all(answer.as_bytes()).unwrap();
+            request
+        });
+        let obj = Object::new("www")
+            .with_spec(spec(&["192.0.2.1", "192.0.2.3"], 300))
+            .with_credential("url", url)
+            .with_credential("apiKey", "k");
+        let got = PdnsRecord.run_reconciler(RECORDS, &obj, &state(&["192.0.2.2", "192.0.2.1"], 60));
+        assert_eq!(got, Ok(Status::needs_refresh("records updated")));
+        assert!(
+            server
+                .join()
+                .unwrap()
+                .starts_with("PATCH /api/v1/servers/localhost/zones/example.org. ")
+        );
+        let reports = orchard_sdk::report::take();
+        let got: Vec<_> = reports
+            .drifts
+            .iter()
+            .map(|d| {
+                (
+                    d.field.as_str(),
+                    d.observed.as_deref(),
+                    d.desired.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("ttl", Some("60"), Some("300")),
+                (
+                    "records",
+                    Some(r#"["192.0.2.1","192.0.2.2"]"#),
+                    Some(r#"["192.0.2.1","192.0.2.3"]"#)
+                ),
+            ]
         );
     }
 

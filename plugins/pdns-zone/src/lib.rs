@@ -3,11 +3,12 @@
 //! - identity: the zone's canonical name (`example.org.`), which is also its PowerDNS id;
 //! - adoption: a zone with the same name;
 //! - import filter: `name`, `kind`, `account`, matched exactly;
-//! - mutable through the `settings` reconciler: `kind`, `account`; immutable: `name`,
-//!   `nameservers` (set at creation).
+//! - mutable through the `settings` reconciler: `kind`, `account`, each change back reported as
+//!   a drift (old → new); immutable: `name`, `nameservers` (set at creation).
 
 #![forbid(unsafe_code)]
 
+use orchard_sdk::report::Diff;
 use orchard_sdk::{Actuator, Availability, Description, Failure, Object, Resource, Status, json};
 use pdns_client::{Client, Zone, canonical};
 use serde::Deserialize;
@@ -196,13 +197,21 @@ impl Actuator for PdnsZone {
         }
         let spec = obj.spec()?;
         let zone = &res.state;
-        if zone.kind.eq_ignore_ascii_case(&spec.kind) && zone.account == spec.account {
+        let mut diff = Diff::new();
+        // PowerDNS answers `Native`, `Master`…; a spec may say `native`.
+        if !zone.kind.eq_ignore_ascii_case(&spec.kind) {
+            diff = diff.changed("kind", &zone.kind, &spec.kind);
+        }
+        let diff = diff.field("account", &zone.account, &spec.account);
+        if diff.is_empty() {
             return Ok(Status::done());
         }
         Client::for_object(obj)?.update_zone(
             &res.id,
             &json!({"kind": spec.kind, "account": spec.account}),
         )?;
+        // Reported once changed back: a failed update reports no drift.
+        diff.report();
         Ok(Status::needs_refresh("zone settings updated"))
     }
 
@@ -269,11 +278,81 @@ mod tests {
         )
     }
 
+    /// A one-connection HTTP server answering `status` to the first request; returns its URL
+    /// and, once joined, the request line and body it received.
+    fn one_answer(status: u16) -> (String, std::thread::JoinHandle<String>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream);
+            let (mut request, mut line, mut length) = (String::new(), String::new(), 0);
+            reader.read_line(&mut request).unwrap();
+            while reader.read_line(&mut line).unwrap() > 2 {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            write!(
+                reader.get_mut(),
+                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            .unwrap();
+            format!("{}{}", request.trim_end(), String::from_utf8(body).unwrap())
+        });
+        (url, server)
+    }
+
     #[test]
     fn settings_as_desired_need_no_call() {
         let obj = Object::new("z").with_spec(spec("native", "a"));
         let got = PdnsZone.run_reconciler(SETTINGS, &obj, &zone("Native", "a"));
         assert_eq!(got, Ok(Status::done()));
+        assert!(orchard_sdk::report::take().is_empty());
+    }
+
+    #[test]
+    fn settings_changed_back_are_reported_as_drifts_old_to_new() {
+        let (url, server) = one_answer(204);
+        let obj = Object::new("z")
+            .with_spec(spec("Master", "b"))
+            .with_credential("url", url)
+            .with_credential("apiKey", "k");
+        let got = PdnsZone.run_reconciler(SETTINGS, &obj, &zone("Native", "a"));
+        assert_eq!(got, Ok(Status::needs_refresh("zone settings updated")));
+        let request = server.join().unwrap();
+        assert!(
+            request.starts_with("PUT /api/v1/servers/localhost/zones/example.org. "),
+            "{request}"
+        );
+        let reports = orchard_sdk::report::take();
+        assert_eq!(reports.drift_fields(), ["kind", "account"]);
+        let d = &reports.drifts[0];
+        assert_eq!(
+            (d.observed.as_deref(), d.desired.as_deref(), d.sensitive),
+            (Some(r#""Native""#), Some(r#""Master""#), false)
+        );
+        assert!(reports.connection_details.is_empty());
+    }
+
+    #[test]
+    fn a_failed_change_reports_no_drift() {
+        let (url, server) = one_answer(500);
+        let obj = Object::new("z")
+            .with_spec(spec("Native", "b"))
+            .with_credential("url", url)
+            .with_credential("apiKey", "k");
+        assert!(
+            PdnsZone
+                .run_reconciler(SETTINGS, &obj, &zone("Native", "a"))
+                .is_err()
+        );
+        server.join().unwrap();
+        assert!(orchard_sdk::report::take().is_empty());
     }
 
     #[test]

@@ -9,5 +9,5 @@ flags=(-g -Wall -Wextra -I"$C")
 if "$CC" -fsanitize=address,undefined -x c -o "$out/probe" - <<<'int main(void){return 0;}' 2>/dev/null; then
   flags+=(-fsanitize=address,undefined)
 fi
-"$CC" "${flags[@]}" -o "$out/test_sdk" "$C/tests/test_sdk.c" "$C/orchard_json.c" "$C/orchard_core.c" -lm
+"$CC" "${flags[@]}" -o "$out/test_sdk" "$C/tests/test_sdk.c" "$C/orchard_json.c" "$C/orchard_core.c" "$C/orchard_report.c" -lm
 "$out/test_sdk"

@@ -86,7 +86,51 @@ static void short_forms(void) {
   orc_json_free(spec);
 }
 
+static void reports(void) {
+  orc_reports_free(&(orc_reports){0});
+  orc_report_connection_detail_string("password", "s3cret");
+  orc_report_connection_detail("raw", (const uint8_t *)"\xff\0", 2);
+  orc_json *native = orc_json_string("Native"), *master = orc_json_string("Master");
+  orc_report_drift("kind", native, master, false);
+  orc_report_drift_string("apiKey", NULL, "k", true);
+  orc_reports r = orc_reports_take();
+  CHECK(r.n_details == 2 && strcmp(r.details[0].key, "password") == 0 && r.details[0].len == 6 &&
+        memcmp(r.details[0].value, "s3cret", 6) == 0 && r.details[1].len == 2);
+  CHECK(r.n_drifts == 2 && strcmp(r.drifts[0].field, "kind") == 0 && strcmp(r.drifts[0].observed, "\"Native\"") == 0 &&
+        strcmp(r.drifts[0].desired, "\"Master\"") == 0 && !r.drifts[0].sensitive);
+  CHECK(r.drifts[1].observed == NULL && strcmp(r.drifts[1].desired, "\"k\"") == 0 && r.drifts[1].sensitive);
+  orc_reports_free(&r);
+  r = orc_reports_take();
+  CHECK(r.n_details == 0 && r.n_drifts == 0);
+
+  const char *o = "{\"kind\":\"Native\",\"settings\":{\"ttl\":60},\"tags\":[\"a\"]}";
+  const char *w = "{\"kind\":\"Native\",\"settings\":{\"ttl\":300},\"tags\":[\"a\"],\"account\":\"a\"}";
+  orc_json *observed = orc_json_parse(o, strlen(o), NULL), *desired = orc_json_parse(w, strlen(w), NULL);
+  const char *fields[] = {"kind", "settings.ttl", "tags", "account", "settings.none"};
+  orc_diff d = orc_diff_fields(observed, desired, fields, 5);
+  CHECK(d.len == 2 && strcmp(d.items[0].field, "settings.ttl") == 0 && strcmp(d.items[1].field, "account") == 0);
+  r = orc_reports_take();
+  CHECK(r.n_drifts == 0);
+  CHECK(orc_diff_report(&d) == 2 && d.len == 0 && d.items == NULL);
+  r = orc_reports_take();
+  CHECK(r.n_drifts == 2 && strcmp(r.drifts[0].observed, "60") == 0 && strcmp(r.drifts[0].desired, "300") == 0 &&
+        r.drifts[1].observed == NULL && strcmp(r.drifts[1].desired, "\"a\"") == 0);
+  orc_reports_free(&r);
+  orc_diff same = {0};
+  orc_diff_field(&same, "kind", native, native, false);
+  orc_diff_field(&same, "none", NULL, NULL, false);
+  CHECK(same.len == 0);
+  orc_diff_field(&same, "kind", native, master, true);
+  CHECK(same.len == 1 && same.items[0].sensitive);
+  orc_diff_free(&same);
+  orc_json_free(native);
+  orc_json_free(master);
+  orc_json_free(observed);
+  orc_json_free(desired);
+}
+
 int main(void) {
+  reports();
   short_forms();
   round_trip(" {\"a\" : [1, 2.5, -3e2, true, false, null], \"b\": {}} ", "{\"a\":[1,2.5,-300,true,false,null],\"b\":{}}");
   round_trip("\"tab\\tquote\\\" slash\\/ \\u00e9 \\ud83d\\ude00\"", "\"tab\\tquote\\\" slash/ \xc3\xa9 \xf0\x9f\x98\x80\"");

@@ -1,7 +1,7 @@
 // orchard-sdk for JavaScript: write an Orchard actuator as a WebAssembly component with
 // componentize-js.
 //
-//   import { Actuator, exportActuator, http, Status } from 'orchard-sdk';
+//   import { Actuator, exportActuator, http, report, Status } from 'orchard-sdk';
 //   class User extends Actuator { ... }
 //   export const actuator = exportActuator(User);
 //
@@ -14,3 +14,4 @@ export { ResourceHandler, ensure } from './handler.js';
 export { Availability, ManagedObject, Status, WaitEvent, guardedDependency, testObject, testResource } from './types.js';
 export * as http from './http.js';
 export * as log from './log.js';
+export * as report from './report.js';

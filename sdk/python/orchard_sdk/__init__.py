@@ -15,7 +15,7 @@ Build with ``sdk/python/build.sh <plugin-dir> <out.wasm>``. The same classes run
 plain ``python3``, HTTP over ``urllib``) for unit tests.
 """
 
-from . import codec, http, log
+from . import codec, http, log, report
 from ._export import export
 from .actuator import Actuator, Raw
 from .codec import DecodeError, decode, encode
@@ -41,5 +41,5 @@ __all__ = [
     "Failure", "InvalidConfiguration", "NeedsRefresh", "Object", "Progress", "Raw",
     "Resource", "ResourceHandler", "Status", "Transient", "Unrecoverable", "WaitEvent",
     "WaitingOnExternal", "WaitingOnObject", "codec", "decode", "encode", "ensure", "export",
-    "http", "log",
+    "http", "log", "report",
 ]

@@ -30,6 +30,7 @@ from orchard_sdk import (  # noqa: E402
     encode,
     ensure,
     http,
+    report,
 )
 from orchard_sdk.codec import DecodeError  # noqa: E402
 
@@ -292,6 +293,51 @@ class HttpTest(unittest.TestCase):
     def test_no_response_is_a_transient_transport_error(self):
         with self.assertRaises(http.TransportError):
             http.get("http://127.0.0.1:1/")
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self) -> None:
+        report.take()
+
+    def test_reports_are_collected_natively_values_as_json(self) -> None:
+        report.connection_detail("password", "s3cret")
+        report.connection_detail("raw", b"\xff")
+        report.drift("kind", "Native", "Master")
+        report.drift("ttl", None, 60)
+        report.drift("binding", Binding("x"), None, sensitive=True)
+        got = report.take()
+        self.assertEqual(got.connection_details, [("password", b"s3cret"), ("raw", b"\xff")])
+        self.assertEqual(got.detail("password"), "s3cret")
+        self.assertEqual(
+            got.drifts,
+            [
+                report.Drift("kind", '"Native"', '"Master"', False),
+                report.Drift("ttl", None, "60", False),
+                report.Drift("binding", '{"exchange":"x","routingKey":""}', None, True),
+            ],
+        )
+        self.assertEqual(report.take(), ([], []))
+        with self.assertRaises(TypeError):
+            report.connection_detail("n", 7)  # type: ignore[arg-type]
+
+    def test_diff_compares_dotted_fields_and_reports_on_demand(self) -> None:
+        observed = {"kind": "Native", "settings": {"ttl": 60}, "tags": ["a"]}
+        desired = {"kind": "Native", "settings": {"ttl": 300}, "tags": ["a"], "account": "a"}
+        d = report.diff(observed, desired, ["kind", "settings.ttl", "tags", "account"], sensitive=["account"])
+        self.assertEqual(d.fields, ["settings.ttl", "account"])
+        self.assertEqual(report.drifts, [])
+        self.assertEqual(d.report(), 2)
+        self.assertEqual(
+            report.take().drifts,
+            [report.Drift("settings.ttl", "60", "300"), report.Drift("account", None, '"a"', True)],
+        )
+        self.assertFalse(report.diff(Binding("x"), Binding("x"), ["exchange", "routing_key"]))
+        self.assertEqual(report.Diff().field("b", Binding("x"), Binding("y")).fields, ["b"])
+
+    def test_the_native_collector_is_bounded(self) -> None:
+        for i in range(report.NATIVE_LIMIT + 3):
+            report.drift("f", i, None)
+        self.assertEqual(len(report.take().drifts), report.NATIVE_LIMIT)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ pub mod actuator;
 pub mod handler;
 pub mod http;
 pub mod log;
+pub mod report;
 pub mod types;
 
 #[cfg(target_arch = "wasm32")]

@@ -1,0 +1,111 @@
+// Unit tests of the plugin under plain Node (`npm test` in sdk/js runs them): a fake RabbitMQ
+// management API behind `fetch`, reports read with `report.take()`.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { report, testObject, testResource } from 'orchard-sdk';
+
+import { actuator } from './app.js';
+
+/** A fake management API: users by name; records every request. */
+function fakeRabbit(users = {}) {
+  const calls = [];
+  globalThis.fetch = async (url, { method, body }) => {
+    const path = decodeURIComponent(new URL(url).pathname);
+    calls.push([method, path, body === undefined ? undefined : JSON.parse(body)]);
+    const user = path.match(/^\/api\/users\/([^/]+)$/);
+    if (user && method === 'GET') {
+      const u = users[user[1]];
+      return u ? Response.json(u) : new Response('', { status: 404 });
+    }
+    if (user && method === 'PUT') {
+      const b = JSON.parse(body);
+      users[user[1]] = { name: user[1], tags: b.tags, password_hash: b.password ? HASH : b.password_hash, hashing_algorithm: b.hashing_algorithm };
+      return new Response(null, { status: 201 });
+    }
+    if (/^\/api\/users\/[^/]+\/permissions$/.test(path)) return Response.json([]);
+    return new Response(null, { status: 204 });
+  };
+  return calls;
+}
+
+// A salted SHA-256 hash of no password the tests use.
+const HASH = btoa(String.fromCharCode(...new Uint8Array(36)));
+const CREDS = { url: 'http://rabbit:15672', username: 'admin', password: 'admin', appPassword: 'app' };
+const obj = (spec) => testObject('u', { spec, credentials: CREDS });
+const text = (bytes) => new TextDecoder().decode(bytes);
+
+test('generatePassword: create sets a strong random password and reports it, nowhere else', async () => {
+  report.take();
+  const calls = fakeRabbit();
+  const res = await actuator.create(obj({ name: 'app', generatePassword: true }));
+  const details = Object.fromEntries(report.take().connectionDetails.map(([k, v]) => [k, text(v)]));
+  assert.deepEqual(Object.keys(details), ['username', 'password', 'url']);
+  assert.equal(details.username, 'app');
+  assert.equal(details.url, 'http://rabbit:15672');
+  assert.match(details.password, /^[A-Za-z0-9]{32}$/);
+  assert.deepEqual(calls, [['PUT', '/api/users/app', { tags: '', password: details.password }]]);
+  assert.deepEqual(JSON.parse(res.state), { name: 'app', tags: [], hasPassword: true, permissions: [] });
+  assert.ok(!res.state.includes(details.password));
+  assert.ok(!(await actuator.observed(res)).includes(details.password));
+  assert.ok(!JSON.stringify(globalThis.orchardLogs).includes(details.password));
+  // Another create, another password.
+  await actuator.create(obj({ name: 'app2', generatePassword: true }));
+  assert.notEqual(text(report.take().connectionDetails[1][1]), details.password);
+});
+
+test('generatePassword: later passes keep the password; a user left without one gets a new one', async () => {
+  report.take();
+  const users = { app: { name: 'app', tags: '', password_hash: HASH, hashing_algorithm: 'rabbit_password_hashing_sha256' } };
+  const calls = fakeRabbit(users);
+  const res = testResource('app', { name: 'app', tags: [], hasPassword: true, permissions: [] });
+  const spec = { name: 'app', generatePassword: true };
+  assert.deepEqual(await actuator.runReconciler('password', obj(spec), res), { progress: [], failure: undefined });
+  assert.deepEqual(calls.map(([m]) => m), ['GET']);
+  assert.deepEqual(report.take(), { connectionDetails: [], drifts: [] });
+  users.app.password_hash = '';
+  const got = await actuator.runReconciler('password', obj(spec), res);
+  assert.deepEqual(got.progress, [{ tag: 'needs-refresh', val: 'password generated' }]);
+  const r = report.take();
+  assert.deepEqual(r.connectionDetails.map(([k]) => k), ['username', 'password', 'url']);
+  assert.deepEqual(r.drifts, [{ field: 'hasPassword', observed: 'false', desired: 'true', sensitive: false }]);
+});
+
+test('passwordKey and generatePassword together are an invalid configuration', async () => {
+  fakeRabbit();
+  const e = await actuator.create(obj({ name: 'app', passwordKey: 'appPassword', generatePassword: true })).catch((s) => s);
+  assert.deepEqual(e.failure, {
+    tag: 'invalid-configuration',
+    val: 'passwordKey and generatePassword exclude each other: set one of them (or neither, for a user without a password)',
+  });
+  const schema = JSON.parse(actuator.describe().resourceSchema);
+  assert.equal(schema.properties.generatePassword.type, 'boolean');
+  assert.match(schema['x-kubernetes-validations'][0].message, /exclude each other/);
+  // generatePassword: false is no generated password.
+  const calls = fakeRabbit();
+  await actuator.create(obj({ name: 'app', passwordKey: 'appPassword', generatePassword: false }));
+  assert.deepEqual(calls[0][2], { tags: '', password: 'app' });
+  assert.deepEqual(report.take().connectionDetails, []);
+});
+
+test('reconcilers report each field they change back as a drift', async () => {
+  report.take();
+  fakeRabbit({ app: { name: 'app', tags: 'x', password_hash: HASH, hashing_algorithm: 'rabbit_password_hashing_sha256' } });
+  const res = testResource('app', {
+    name: 'app', tags: ['x'], hasPassword: true,
+    permissions: [{ vhost: 'old', configure: '.*', write: '.*', read: '.*' }],
+  });
+  const spec = { name: 'app', tags: ['monitoring'], passwordKey: 'appPassword', permissions: [{ vhost: '/', read: '^q$' }] };
+  for (const r of ['tags', 'password', 'permissions']) await actuator.runReconciler(r, obj(spec), res);
+  const { drifts, connectionDetails } = report.take();
+  assert.deepEqual(connectionDetails, []);
+  assert.deepEqual(drifts, [
+    { field: 'tags', observed: '["x"]', desired: '["monitoring"]', sensitive: false },
+    { field: 'password', observed: '"another password"', desired: '"credentials key appPassword"', sensitive: true },
+    { field: 'permissions./', observed: undefined, desired: '{"vhost":"/","configure":".*","write":".*","read":"^q$"}', sensitive: false },
+    { field: 'permissions.old', observed: '{"vhost":"old","configure":".*","write":".*","read":".*"}', desired: undefined, sensitive: false },
+  ]);
+  // As desired: nothing to report.
+  await actuator.runReconciler('tags', obj({ name: 'app', tags: ['x'] }), res);
+  assert.deepEqual(report.take().drifts, []);
+});
