@@ -200,9 +200,18 @@ async fn a_generated_rabbitmq_password_is_in_the_connection_secret_and_nowhere_e
     let (mut h, rabbit) = rabbitmq::harness("connection").await?;
     let host = h.start_host(&[])?;
     let user = format!("{}-app", h.ns);
-    h.apply(&format!(
+    let manifest = format!(
         "apiVersion: rabbitmq.orchard.dev/v1alpha1\nkind: RabbitUser\nmetadata: {{name: app}}\nspec:\n  credentialsRef: {{secretName: rabbitmq}}\n  writeConnectionSecretTo: {{name: app-connection}}\n  resource: {{name: \"{user}\", tags: [monitoring], generatePassword: true}}\n"
-    ))
+    );
+    // On an apiserver that served the kind before, the host re-applies its CRD (with
+    // writeConnectionSecretTo) as it starts: until then the field is refused.
+    poll_until(CONVERGE, "the RabbitUser CRD of this host", || async {
+        match h.apply(&manifest).await {
+            Ok(_) => Ok(Some(())),
+            Err(e) if e.to_string().contains("field not declared in schema") => Ok(None),
+            Err(e) => Err(e),
+        }
+    })
     .await?;
     h.wait_ready("RabbitUser", "app").await?;
 
