@@ -280,3 +280,46 @@ async fn a_generated_rabbitmq_password_is_in_the_connection_secret_and_nowhere_e
     assert!(rabbit.authenticates(&user, &password).await?);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconcile_now_revives_an_imported_zone_that_was_terminal_once_it_exists_again()
+-> anyhow::Result<()> {
+    let (mut h, pdns) = pdns::harness("revive").await?;
+    let _host = h.start_host(&[])?;
+    let zone = pdns::zone_name(&h, "revive");
+    pdns.create_zone(&zone, "ops").await?;
+    h.apply(&format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: revive}}\nspec:\n  managementPolicy: unmanaged\n  credentialsRef: {{secretName: pdns}}\n  import: {{id: \"{zone}\"}}\n"
+    ))
+    .await?;
+    h.wait_ready(ZONE, "revive").await?;
+
+    // Deleted outside: terminal (an unmanaged resource is never created), nothing retries it.
+    pdns.delete_zone(&zone).await?;
+    annotate(&h, "revive", "orchard.dev/reconcile-now", json!("1")).await?;
+    h.wait_condition(
+        ZONE,
+        "revive",
+        "Progressing",
+        "False",
+        Some("UnrecoverableError"),
+    )
+    .await?;
+    // Fixed outside Kubernetes: no input of the object changed, so it stays terminal ...
+    pdns.create_zone(&zone, "ops").await?;
+    h.assert_unchanged(ZONE, "revive", Duration::from_secs(3))
+        .await?;
+    // ... until the operator asks.
+    annotate(&h, "revive", "orchard.dev/reconcile-now", json!("2")).await?;
+    h.wait_condition(ZONE, "revive", "Progressing", "False", Some("Success"))
+        .await?;
+    h.wait_ready(ZONE, "revive").await?;
+    h.delete(ZONE, "revive").await?;
+    h.wait_gone(ZONE, "revive").await?;
+    assert!(
+        pdns.zone(&zone).await?.is_some(),
+        "an unmanaged zone was deleted"
+    );
+    pdns.delete_zone(&zone).await?;
+    Ok(())
+}
