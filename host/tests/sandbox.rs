@@ -747,3 +747,20 @@ async fn each_call_of_a_pass_has_its_own_output_budget() {
         "the last call's summary comes when the pass ends"
     );
 }
+
+#[tokio::test]
+async fn a_component_built_against_wit_0_1_0_still_loads_and_answers_in_a_pass() {
+    // The echo fixture as built before `report` (WIT 0.1.1) existed: it imports
+    // `orchard:actuator/types@0.1.0` and exports `actuator@0.1.0`.
+    let (rt, _cache) = runtime();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo-wit-0.1.0.wasm");
+    let old = rt
+        .load_file(&path, Some("echo-0-1-0"), PluginConfig::default())
+        .unwrap();
+    assert_eq!(old.describe().await.unwrap().kind, "Echo");
+    let pass = old.for_pass().unwrap();
+    let found = pass.get_by_id(&obj(), "r-1").await.unwrap().unwrap();
+    assert_eq!(found.unwrap().id, "r-1");
+    assert!(pass.take_reports().is_empty(), "it cannot report");
+}
