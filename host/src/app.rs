@@ -16,8 +16,15 @@
 //! 8. **drain** — cancel every controller, let reconciles in flight finish (at most
 //!    [`AppConfig::drain_timeout`]), release the Lease.
 //!
-//! Contract: a lost Lease MUST end the host at once with [`Error::LostLease`] — another
-//! replica may already reconcile — without waiting for reconciles in flight.
+//! With sharding ([`AppConfig::sharding`]) phase 4 joins the shard ring instead of electing a
+//! leader, and phases 6–8 run per *assignment* (the buckets this replica serves): serve them;
+//! when the assignment changes, drain every controller (no timeout: a bucket is given up only
+//! once no pass over its objects runs), acknowledge, and serve the new one. On shutdown the
+//! replica drains and gives its buckets back ([`crate::shard::Shard::leave`]).
+//!
+//! Contract: a lost Lease (leader or shard) MUST end the host at once with
+//! [`Error::LostLease`] / [`Error::Fenced`] — another replica may already reconcile —
+//! without waiting for reconciles in flight.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -87,6 +94,27 @@ pub enum Error {
         /// Name of the Lease.
         name: String,
     },
+    /// Joining the shard ring failed.
+    #[error(transparent)]
+    Shard(#[from] crate::shard::Error),
+    /// The shard Lease could not be renewed in time: other replicas take its buckets.
+    #[error("could not renew the shard lease of ring {ring} in time; exiting")]
+    Fenced {
+        /// The ring.
+        ring: String,
+    },
+    /// Two options that do not go together.
+    #[error("{0}")]
+    Unsupported(&'static str),
+    /// The pass trace could not be opened.
+    #[error("opening the pass trace {path}: {source}")]
+    PassTrace {
+        /// The file.
+        path: PathBuf,
+        #[source]
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// A plugin served from a file (`orchard run --plugin`).
@@ -113,6 +141,8 @@ pub struct ReconcileConfig {
     pub instance: String,
     /// Test-only fail point.
     pub fail_point: Option<FailPoint>,
+    /// Test instrument: append every pass's begin and end to this file.
+    pub pass_trace: Option<PathBuf>,
 }
 
 /// Test-only fail points (`--failpoint`).
@@ -147,6 +177,15 @@ pub struct LeaderElection {
     pub lease_duration: Duration,
 }
 
+/// Sharding (`--shard-ring`): replicas share the objects of every kind.
+#[derive(Debug, Clone)]
+pub struct Sharding {
+    /// The ring's name.
+    pub ring: String,
+    /// A replica that stops renewing its Lease loses its buckets within this.
+    pub lease_duration: Duration,
+}
+
 /// Everything [`App`] needs; `orchard run`'s flags build one.
 #[derive(Debug, Clone)]
 pub struct AppConfig {
@@ -166,6 +205,9 @@ pub struct AppConfig {
     pub admin_addr: Option<SocketAddr>,
     /// Reconcile only while holding this Lease.
     pub leader_election: Option<LeaderElection>,
+    /// Share the objects with the other replicas of a ring (not with leader election nor
+    /// Plugin objects).
+    pub sharding: Option<Sharding>,
     /// The host's own namespace: pull Secrets that name none are read from it.
     pub host_namespace: String,
     /// How long reconciles in flight may take to finish after shutdown.
@@ -243,7 +285,33 @@ impl App {
             None => kube::Client::try_default().await.map_err(Error::Connect)?,
         };
 
-        // Phase 4: lead.
+        if config.sharding.is_some() && config.leader_election.is_some() {
+            return Err(Error::Unsupported(
+                "sharding and leader election exclude each other: a ring needs no leader",
+            ));
+        }
+        if config.sharding.is_some() && config.plugin_objects.is_some() {
+            return Err(Error::Unsupported(
+                "sharding serves plugins given as files only (--plugin), not Plugin objects",
+            ));
+        }
+
+        // Phase 4: lead (or join the shard ring).
+        let mut shard = None;
+        if let Some(sharding) = &config.sharding {
+            shard = Some(
+                crate::shard::Shard::join(
+                    client.clone(),
+                    crate::shard::ShardConfig {
+                        ring: sharding.ring.clone(),
+                        namespace: config.host_namespace.clone(),
+                        lease_duration: sharding.lease_duration,
+                        instance: config.reconcile.instance.clone(),
+                    },
+                )
+                .await?,
+            );
+        }
         let mut leadership = None;
         if let Some(lease) = &config.leader_election {
             let acquire = Leadership::acquire(
@@ -271,24 +339,28 @@ impl App {
         }
 
         // Phase 6: serve.
-        let base = config.reconcile.settings(&health);
+        let mut base = config.reconcile.settings(&health);
+        if let Some(path) = &config.reconcile.pass_trace {
+            let trace = crate::reconcile::trace::PassTrace::open(path, &config.reconcile.instance)
+                .map_err(|source| Error::PassTrace {
+                    path: path.clone(),
+                    source,
+                })?;
+            base.pass_trace = Some(Arc::new(trace));
+        }
+        if let Some(shard) = shard {
+            return serve_shards(shard, &client, &plugins, &config, &base, &shutdown).await;
+        }
         let stop = shutdown.child_token();
         let mut tasks = tokio::task::JoinSet::new();
-        for namespace in config.reconcile.scopes() {
-            for (actuator, description) in &plugins {
-                let settings = Settings {
-                    namespace: namespace.clone(),
-                    ..base.clone()
-                };
-                tasks.spawn(crate::reconcile::run(
-                    client.clone(),
-                    Arc::clone(actuator),
-                    description.clone(),
-                    settings,
-                    stop.clone(),
-                ));
-            }
-        }
+        spawn_controllers(
+            &mut tasks,
+            &client,
+            &plugins,
+            &config.reconcile,
+            &base,
+            &stop,
+        );
         if let Some(objects) = &config.plugin_objects {
             if config.reconcile.namespaces.len() > 1 {
                 tracing::warn!(
@@ -398,6 +470,8 @@ impl ReconcileConfig {
             // One cache per kind for the whole host: every plugin and dependency watch
             // shares it.
             caches: Arc::new(Caches::default()),
+            shard_selector: None,
+            pass_trace: None,
         }
     }
 
@@ -407,6 +481,158 @@ impl ReconcileConfig {
             vec![None]
         } else {
             self.namespaces.iter().cloned().map(Some).collect()
+        }
+    }
+}
+
+/// One controller per (namespace, plugin), with `base` settings, stopped by `stop`.
+fn spawn_controllers(
+    tasks: &mut tokio::task::JoinSet<Result<(), crate::reconcile::Error>>,
+    client: &kube::Client,
+    plugins: &[(Arc<dyn Actuator>, Description)],
+    reconcile: &ReconcileConfig,
+    base: &Settings,
+    stop: &CancellationToken,
+) {
+    for namespace in reconcile.scopes() {
+        for (actuator, description) in plugins {
+            let settings = Settings {
+                namespace: namespace.clone(),
+                ..base.clone()
+            };
+            tasks.spawn(crate::reconcile::run(
+                client.clone(),
+                Arc::clone(actuator),
+                description.clone(),
+                settings,
+                stop.clone(),
+            ));
+        }
+    }
+}
+
+/// Waits until every task of `tasks` ended; the first error (or panic) is the result.
+async fn join_all(
+    tasks: &mut tokio::task::JoinSet<Result<(), crate::reconcile::Error>>,
+) -> Result<(), Error> {
+    let mut result = Ok(());
+    while let Some(done) = tasks.join_next().await {
+        let outcome = match done {
+            Err(panic) => Err(Error::Panicked(panic)),
+            Ok(Err(e)) => Err(Error::Controller(e)),
+            Ok(Ok(())) => Ok(()),
+        };
+        if result.is_ok() {
+            result = outcome;
+        }
+    }
+    result
+}
+
+/// What ends one assignment of a sharded host.
+enum Turn {
+    Shutdown,
+    Fenced,
+    Reassigned,
+    ControllerEnded(Result<Result<(), crate::reconcile::Error>, tokio::task::JoinError>),
+}
+
+/// Phases 6–8 of a sharded host (module docs): serve each assignment of the ring until
+/// shutdown, draining fully between two.
+async fn serve_shards(
+    shard: crate::shard::Shard,
+    client: &kube::Client,
+    plugins: &[(Arc<dyn Actuator>, Description)],
+    config: &AppConfig,
+    base: &Settings,
+    shutdown: &CancellationToken,
+) -> Result<(), Error> {
+    let mut assignment = shard.assignment();
+    // The labellers run across assignments: they follow the assignment themselves.
+    let labellers = shutdown.child_token();
+    for namespace in config.reconcile.scopes() {
+        for (_, description) in plugins {
+            tokio::spawn(crate::shard::label::run(
+                client.clone(),
+                crate::crd::api_resource(description),
+                namespace.clone(),
+                shard.assignment(),
+                labellers.clone(),
+            ));
+        }
+    }
+    let _stop_labellers = labellers.drop_guard();
+    tracing::info!(plugins = plugins.len(), "orchard is running, sharded");
+    loop {
+        let current = assignment.borrow_and_update().clone();
+        let stop = shutdown.child_token();
+        let mut tasks = tokio::task::JoinSet::new();
+        if let Some(selector) = current.selector() {
+            let settings = Settings {
+                shard_selector: Some(selector),
+                // A fresh cache per assignment: the share of each kind changed.
+                caches: Arc::new(Caches::default()),
+                ..base.clone()
+            };
+            spawn_controllers(
+                &mut tasks,
+                client,
+                plugins,
+                &config.reconcile,
+                &settings,
+                &stop,
+            );
+        }
+        // Nothing outside `current` runs any more: the previous assignment drained fully.
+        shard.drained(current.epoch);
+        let turn = tokio::select! {
+            () = shutdown.cancelled() => Turn::Shutdown,
+            () = shard.fenced() => Turn::Fenced,
+            changed = assignment.changed() => {
+                if changed.is_ok() { Turn::Reassigned } else { Turn::Shutdown }
+            }
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => Turn::ControllerEnded(done),
+        };
+        stop.cancel();
+        match turn {
+            Turn::Fenced => {
+                return Err(Error::Fenced {
+                    ring: config
+                        .sharding
+                        .as_ref()
+                        .map(|s| s.ring.clone())
+                        .unwrap_or_default(),
+                });
+            }
+            Turn::Reassigned => {
+                tracing::info!(
+                    epoch = current.epoch,
+                    "buckets changed: draining before the next assignment"
+                );
+                join_all(&mut tasks).await?;
+            }
+            Turn::ControllerEnded(done) => {
+                done.map_err(Error::Panicked)??;
+                join_all(&mut tasks).await?;
+                shard.leave().await;
+                return Ok(());
+            }
+            Turn::Shutdown => {
+                tracing::info!("shutting down: finishing in-flight reconciles");
+                if let Ok(result) =
+                    tokio::time::timeout(config.drain_timeout, join_all(&mut tasks)).await
+                {
+                    result?;
+                    shard.leave().await;
+                } else {
+                    // Passes still run: the buckets stay ours until the Lease expires.
+                    tracing::warn!(
+                        timeout_s = config.drain_timeout.as_secs(),
+                        "in-flight reconciles did not finish in time; the buckets are left to expire"
+                    );
+                }
+                return Ok(());
+            }
         }
     }
 }

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::actuator::{Actuator, ManagedObject};
 use crate::app::{
-    App, AppConfig, FailPoint, LeaderElection, PluginObjects, ReconcileConfig, StaticPlugin,
+    App, AppConfig, FailPoint, LeaderElection, PluginObjects, ReconcileConfig, Sharding,
+    StaticPlugin,
 };
 use crate::conformance::inputs::DependencyArg;
 use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime};
@@ -179,6 +180,8 @@ struct RunArgs {
     #[command(flatten)]
     leader: LeaderArgs,
     #[command(flatten)]
+    shard: ShardArgs,
+    #[command(flatten)]
     sandbox: SandboxArgs,
     // ---- bench-only (feature `bench-native`, used by bench/throughput) ----
     /// Serve the `--plugin` whose file stem is this (only `pdns-zone`) with the same actuator
@@ -209,6 +212,9 @@ struct ReconcileArgs {
     /// Test-only fail point.
     #[arg(long, hide = true, env = "ORCHARD_FAILPOINT", value_enum)]
     failpoint: Option<FailPoint>,
+    /// Test instrument: append a line to this file when each pass begins and ends.
+    #[arg(long, hide = true, env = "ORCHARD_PASS_TRACE")]
+    pass_trace: Option<PathBuf>,
     /// How long reconciles in flight may take to finish after SIGTERM (e.g. 20s).
     #[arg(long, default_value = "20s", env = "ORCHARD_DRAIN_TIMEOUT", value_parser = duration)]
     drain_timeout: Duration,
@@ -263,6 +269,39 @@ struct LeaderArgs {
     /// Lease duration in seconds: a dead leader is replaced within it.
     #[arg(long, default_value_t = 15, env = "ORCHARD_LEASE_SECONDS", value_parser = clap::value_parser!(u64).range(3..=3600))]
     lease_seconds: u64,
+}
+
+/// Sharding.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Sharding")]
+struct ShardArgs {
+    /// Share the objects of every kind with the other replicas of this ring (a label value):
+    /// each replica reconciles only the objects of its buckets (docs/sharding.md). Uses
+    /// --lease-seconds and the host's namespace; --instance must be unique (the pod's name).
+    #[arg(
+        long,
+        env = "ORCHARD_SHARD_RING",
+        value_parser = ring_name,
+        conflicts_with_all = ["leader_elect", "watch_plugins"]
+    )]
+    shard_ring: Option<String>,
+}
+
+/// A ring name: a label value of 1–40 characters `[a-z0-9-]`, starting and ending alphanumeric.
+fn ring_name(text: &str) -> Result<String, String> {
+    let ok = (1..=40).contains(&text.len())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !text.starts_with('-')
+        && !text.ends_with('-');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not a ring name: 1-40 characters of a-z, 0-9 and '-', not starting or ending with '-'"
+        ))
+    }
 }
 
 /// A duration flag (`500ms`, `10s`, `5m`, `1h`).
@@ -716,6 +755,7 @@ impl RunArgs {
             plugin_objects,
             admin,
             leader,
+            shard,
             sandbox,
             #[cfg(feature = "bench-native")]
             native_plugin,
@@ -744,12 +784,17 @@ impl RunArgs {
                 concurrency: reconcile.concurrency,
                 instance: reconcile.instance,
                 fail_point: reconcile.failpoint,
+                pass_trace: reconcile.pass_trace,
             },
             install_crds,
             admin_addr: admin.admin_addr,
             leader_election: leader.leader_elect.then(|| LeaderElection {
                 namespace: leader.lease_namespace.clone(),
                 name: leader.lease_name,
+                lease_duration: Duration::from_secs(leader.lease_seconds),
+            }),
+            sharding: shard.shard_ring.map(|ring| Sharding {
+                ring,
                 lease_duration: Duration::from_secs(leader.lease_seconds),
             }),
             host_namespace: leader.lease_namespace,

@@ -8,6 +8,7 @@
 //! - [`cli`]: the `orchard` command line — flags into typed configuration, nothing more;
 //! - [`app`]: the host as a library type ([`app::App`]): wiring, shutdown, drain;
 //! - [`plugin`]: the `Plugin` CRD and the controller that hot-loads plugins from it;
+//! - [`shard`]: sharding across replicas (membership Leases, bucket ring and table, labels);
 //! - [`reconcile`]: the generic reconciler (ORC's flow), one controller per kind;
 //! - [`crd`]: the CRD of a plugin's kind, and its installation;
 //! - [`conditions`]: status conditions, one rule for their transition time;
@@ -31,3 +32,4 @@ pub mod ops;
 pub mod plugin;
 pub mod reconcile;
 pub mod runtime;
+pub mod shard;

@@ -7,8 +7,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use orchard::app::{App, AppConfig, ReconcileConfig, StaticPlugin};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use orchard::app::{App, AppConfig, ReconcileConfig, Sharding, StaticPlugin};
 use orchard::runtime::PluginConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -93,10 +95,12 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
             concurrency: 4,
             instance: "app-test".into(),
             fail_point: None,
+            pass_trace: None,
         },
         install_crds: true,
         admin_addr: None,
         leader_election: None,
+        sharding: None,
         host_namespace: ns.clone(),
         drain_timeout: Duration::from_secs(10),
     };
@@ -164,6 +168,237 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
         .expect("the host stops within its drain timeout")
         .expect("the host task does not panic");
     assert!(stopped.is_ok(), "a clean shutdown: {stopped:?}");
+    namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// A host config serving the echo fixture in `ns`, as replica `instance` of ring `ring`.
+fn sharded(ns: &str, instance: &str, ring: &str) -> AppConfig {
+    AppConfig {
+        static_plugins: vec![StaticPlugin {
+            path: support::plugin_path("orchard-fixture-echo"),
+            #[cfg(feature = "bench-native")]
+            native: false,
+        }],
+        plugin_objects: None,
+        sandbox: PluginConfig::default(),
+        compiled_cache_dir: None,
+        reconcile: ReconcileConfig {
+            namespaces: vec![ns.to_owned()],
+            default_resync: None,
+            concurrency: 4,
+            instance: instance.into(),
+            fail_point: None,
+            pass_trace: None,
+        },
+        install_crds: true,
+        admin_addr: None,
+        leader_election: None,
+        // Long: a hand-over faster than this did not wait for an expiry.
+        sharding: Some(Sharding {
+            ring: ring.into(),
+            lease_duration: Duration::from_secs(30),
+        }),
+        host_namespace: ns.to_owned(),
+        drain_timeout: Duration::from_secs(10),
+    }
+}
+
+/// The bucket table's holders, when it exists.
+async fn holders(client: &kube::Client, ns: &str, ring: &str) -> Option<Vec<String>> {
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), ns);
+    let map = maps
+        .get_opt(&format!("orchard-shard-{ring}"))
+        .await
+        .ok()??;
+    serde_json::from_str(map.data?.get("holders")?).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_leaves_gives_its_buckets_back_and_the_other_serves_them_at_once() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("info")
+        .try_init();
+    orchard::oci::ensure_crypto_provider();
+    let client = kube::Client::try_default()
+        .await
+        .expect("the test apiserver");
+    let ns = format!(
+        "app-shard-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % 1_000_000_000
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let ring = "pair";
+    let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
+    let a = tokio::spawn(
+        App::new(sharded(&ns, "replica-a", ring))
+            .with_client(client.clone())
+            .run(stop_a.clone()),
+    );
+    poll(
+        "replica-a to hold every bucket",
+        Duration::from_mins(1),
+        || async {
+            holders(&client, &ns, ring)
+                .await
+                .filter(|h| h.iter().all(|x| x == "replica-a"))
+        },
+    )
+    .await;
+    let b = tokio::spawn(
+        App::new(sharded(&ns, "replica-b", ring))
+            .with_client(client.clone())
+            .run(stop_b.clone()),
+    );
+    let split = poll(
+        "the two replicas to split the buckets",
+        Duration::from_mins(1),
+        || async {
+            holders(&client, &ns, ring).await.filter(|h| {
+                h.iter().all(|x| x == "replica-a" || x == "replica-b")
+                    && h.iter().any(|x| x == "replica-a")
+                    && h.iter().any(|x| x == "replica-b")
+            })
+        },
+    )
+    .await;
+
+    // Objects in both replicas' buckets become Available, each labelled with its bucket.
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &echoes());
+    let names: Vec<String> = (0..12).map(|i| format!("e{i}")).collect();
+    let apply = |name: String| {
+        let api = api.clone();
+        async move {
+            let echo = json!({
+                "apiVersion": "fixtures.orchard.dev/v1alpha1",
+                "kind": "Echo",
+                "metadata": {"name": name},
+                "spec": {"resource": {"greeting": name}, "managedOptions": {"onDelete": "detach"}}
+            });
+            api.patch(&name, &PatchParams::apply("app-test"), &Patch::Apply(&echo))
+                .await
+                .ok()
+        }
+    };
+    for name in &names {
+        poll("the Echo to be applied", Duration::from_secs(30), || {
+            apply(name.clone())
+        })
+        .await;
+    }
+    let bucket =
+        |name: &str| orchard::shard::ring::bucket_of("fixtures.orchard.dev", "Echo", &ns, name);
+    for name in &names {
+        let obj = poll(
+            "the Echo to be Available",
+            Duration::from_mins(1),
+            || async { api.get(name).await.ok().filter(available) },
+        )
+        .await;
+        assert_eq!(
+            obj.metadata.labels.unwrap_or_default()["orchard.dev/shard-bucket"],
+            bucket(name).to_string()
+        );
+    }
+    assert!(
+        names
+            .iter()
+            .any(|n| split[usize::from(bucket(n))] == "replica-a"),
+        "no object landed in replica-a's buckets: pick more names"
+    );
+
+    // replica-a leaves: it drains, gives its buckets back and deletes its Lease; replica-b
+    // takes them at its next tick, far sooner than the 30 s lease would expire.
+    let left = Instant::now();
+    stop_a.cancel();
+    let stopped = tokio::time::timeout(Duration::from_secs(20), a)
+        .await
+        .expect("replica-a stops within its drain timeout")
+        .expect("no panic");
+    assert!(stopped.is_ok(), "{stopped:?}");
+    poll(
+        "replica-b to hold every bucket",
+        Duration::from_secs(10),
+        || async {
+            holders(&client, &ns, ring)
+                .await
+                .filter(|h| h.iter().all(|x| x == "replica-b"))
+        },
+    )
+    .await;
+    assert!(
+        left.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        left.elapsed()
+    );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &ns);
+    assert!(
+        leases
+            .get_opt("orchard-shard-pair-replica-a")
+            .await
+            .unwrap()
+            .is_none(),
+        "replica-a's Lease is gone"
+    );
+    // A new object in one of replica-a's former buckets is served by replica-b.
+    let orphan = (0..200)
+        .map(|i| format!("late{i}"))
+        .find(|n| split[usize::from(bucket(n))] == "replica-a")
+        .expect("a name in replica-a's buckets");
+    poll(
+        "the late Echo to be applied",
+        Duration::from_secs(30),
+        || apply(orphan.clone()),
+    )
+    .await;
+    poll(
+        "the late Echo to be Available",
+        Duration::from_mins(1),
+        || async { api.get(&orphan).await.ok().filter(available) },
+    )
+    .await;
+
+    // Detached on delete: replica-b only drops the finalizers.
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    poll("every Echo to be gone", Duration::from_mins(1), || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()
+            .filter(|l| l.items.is_empty())
+    })
+    .await;
+
+    stop_b.cancel();
+    let stopped = tokio::time::timeout(Duration::from_secs(20), b)
+        .await
+        .expect("replica-b stops")
+        .expect("no panic");
+    assert!(stopped.is_ok(), "{stopped:?}");
+    assert!(
+        holders(&client, &ns, ring)
+            .await
+            .unwrap()
+            .iter()
+            .all(String::is_empty),
+        "the last replica to leave gives every bucket back"
+    );
     namespaces
         .delete(&ns, &DeleteParams::default())
         .await

@@ -2,6 +2,11 @@
 //! of what the host never reads) every plugin's controller, dependency watch, guard and
 //! lookup shares. A zone is therefore held once in memory, however many plugins use zones.
 //!
+//! With sharding, a kind has up to three views (each its own watch): the replica's share of it
+//! (a label selector of its buckets) for its controller, all of it for dependency lookups, and
+//! a skeleton of all of it (no status but the id, no labels or annotations) for the claims
+//! index and deletion guards, which must see every object of the kind wherever it is served.
+//!
 //! A subscriber gets every object of the cache first (so a controller that starts late still
 //! sees them all), then every change; one that falls behind gets the whole cache again
 //! rather than losing events.
@@ -26,8 +31,44 @@ pub enum Change {
     Deleted(Arc<DynamicObject>),
 }
 
+/// What the watch tells subscribers.
+#[derive(Debug, Clone)]
+enum Message {
+    /// One object changed.
+    Changed(Change),
+    /// A listing completed: the store now holds every object (subscribers replay it). The
+    /// objects of a listing are never sent one by one — they reach the store only at its end,
+    /// so a subscriber that came in the middle could lose them.
+    Listed,
+}
+
+/// The message a watch event makes, if any.
+fn message(event: &watcher::Event<DynamicObject>) -> Option<Message> {
+    match event {
+        watcher::Event::Apply(obj) => {
+            Some(Message::Changed(Change::Applied(Arc::new(obj.clone()))))
+        }
+        watcher::Event::Delete(obj) => {
+            Some(Message::Changed(Change::Deleted(Arc::new(obj.clone()))))
+        }
+        watcher::Event::InitDone => Some(Message::Listed),
+        watcher::Event::Init | watcher::Event::InitApply(_) => None,
+    }
+}
+
 /// Changes kept for subscribers that are momentarily behind.
 const BUFFER: usize = 4096;
+
+/// Which objects of a kind a cache holds, and how much of each.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum View {
+    /// Every object, pruned of what the host never reads.
+    All,
+    /// The objects matching a label selector (a shard's buckets).
+    Selected(String),
+    /// Every object, cut to what claims and guards read ([`skeleton`]).
+    Skeleton,
+}
 
 /// The cache of one kind (in one namespace, or all).
 pub struct KindCache {
@@ -35,7 +76,15 @@ pub struct KindCache {
     pub resource: ApiResource,
     /// The reflector's store: every object of the kind seen so far.
     pub store: Store<DynamicObject>,
-    changes: broadcast::Sender<Change>,
+    changes: broadcast::Sender<Message>,
+    /// The watch that fills the cache: it ends with the cache.
+    pump: tokio::task::AbortHandle,
+}
+
+impl Drop for KindCache {
+    fn drop(&mut self) {
+        self.pump.abort();
+    }
 }
 
 impl std::fmt::Debug for KindCache {
@@ -96,45 +145,68 @@ pub fn prune(obj: &mut DynamicObject) {
     }
 }
 
+/// What claims and deletion guards read of an object, and nothing else: its identity,
+/// finalizers, owners, deletion time, spec and `status.id`.
+pub fn skeleton(obj: &mut DynamicObject) {
+    prune(obj);
+    obj.metadata.labels = None;
+    obj.metadata.annotations = None;
+    let id = obj.data["status"]["id"].take();
+    if let Some(fields) = obj.data.as_object_mut() {
+        fields.retain(|k, _| k == "spec");
+        if !id.is_null() {
+            fields.insert("status".to_owned(), serde_json::json!({ "id": id }));
+        }
+    }
+}
+
 impl KindCache {
     /// Starts the watch of `resource` (in `namespace`, or all) that fills the cache.
-    fn start(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Arc<Self> {
+    fn start(
+        client: &Client,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        view: &View,
+    ) -> Arc<Self> {
         let api: Api<DynamicObject> = match namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
             None => Api::all_with(client.clone(), resource),
         };
         let writer = Writer::new(resource.clone());
         let (changes, _) = broadcast::channel(BUFFER);
-        let cache = Arc::new(Self {
-            resource: resource.clone(),
-            store: writer.as_reader(),
-            changes: changes.clone(),
-        });
         let kind = resource.kind.clone();
-        let pump = watcher(api, watcher::Config::default().any_semantic())
+        let mut config = watcher::Config::default().any_semantic();
+        if let View::Selected(selector) = view {
+            config = config.labels(selector);
+        }
+        let cut: fn(&mut DynamicObject) = match view {
+            View::Skeleton => skeleton,
+            View::All | View::Selected(_) => prune,
+        };
+        let store = writer.as_reader();
+        let sender = changes.clone();
+        let pump = watcher(api, config)
             .backoff(WatchBackoff::new())
-            .modify(prune)
+            .modify(cut)
             .reflect(writer)
             .for_each(move |event| {
-                let change = match event {
-                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                        Some(Change::Applied(Arc::new(obj)))
+                match event {
+                    Ok(event) => {
+                        if let Some(message) = message(&event) {
+                            // No subscriber yet is fine: they replay the store when they come.
+                            let _ = sender.send(message);
+                        }
                     }
-                    Ok(watcher::Event::Delete(obj)) => Some(Change::Deleted(Arc::new(obj))),
-                    Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-                    Err(e) => {
-                        tracing::warn!(kind = %kind, error = %e, "watch failed; retrying");
-                        None
-                    }
-                };
-                if let Some(change) = change {
-                    // No subscriber yet is fine: they replay the store when they come.
-                    let _ = changes.send(change);
+                    Err(e) => tracing::warn!(kind = %kind, error = %e, "watch failed; retrying"),
                 }
                 futures::future::ready(())
             });
-        tokio::spawn(pump);
-        cache
+        Arc::new(Self {
+            resource: resource.clone(),
+            store,
+            changes,
+            pump: tokio::spawn(pump).abort_handle(),
+        })
     }
 
     /// The cached object `namespace/name`.
@@ -145,34 +217,7 @@ impl KindCache {
 
     /// Every object of the cache (once it holds them), then every change.
     pub fn subscribe(&self) -> impl Stream<Item = Change> + Send + 'static {
-        let rx = self.changes.subscribe();
-        let store = self.store.clone();
-        let replay = |store: &Store<DynamicObject>| {
-            store
-                .state()
-                .into_iter()
-                .map(Change::Applied)
-                .collect::<Vec<_>>()
-        };
-        let first = replay(&store);
-        futures::stream::unfold(
-            (rx, store, first.into_iter()),
-            move |(mut rx, store, mut pending)| async move {
-                loop {
-                    if let Some(change) = pending.next() {
-                        return Some((change, (rx, store, pending)));
-                    }
-                    match rx.recv().await {
-                        Ok(change) => return Some((change, (rx, store, pending))),
-                        Err(broadcast::error::RecvError::Lagged(missed)) => {
-                            tracing::debug!(missed, "cache subscriber fell behind; replaying");
-                            pending = replay(&store).into_iter();
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return None,
-                    }
-                }
-            },
-        )
+        subscription(self.changes.subscribe(), self.store.clone())
     }
 
     /// Waits (at most `limit`) until the cache holds every object of its first listing.
@@ -183,8 +228,44 @@ impl KindCache {
     }
 }
 
-/// Which cache: namespace scope (`None`: all namespaces), API version, kind.
-type CacheKey = (Option<String>, String, String);
+/// The changes of `rx` over `store`: the store's objects first (none while its first listing
+/// runs: the listing's end replays them), then every change. Subscribing before reading the
+/// store is what makes this gap-free: whatever the store misses, `rx` brings.
+fn subscription(
+    rx: broadcast::Receiver<Message>,
+    store: Store<DynamicObject>,
+) -> impl Stream<Item = Change> + Send + 'static {
+    let replay = |store: &Store<DynamicObject>| {
+        store
+            .state()
+            .into_iter()
+            .map(Change::Applied)
+            .collect::<Vec<_>>()
+    };
+    let first = replay(&store);
+    futures::stream::unfold(
+        (rx, store, first.into_iter()),
+        move |(mut rx, store, mut pending)| async move {
+            loop {
+                if let Some(change) = pending.next() {
+                    return Some((change, (rx, store, pending)));
+                }
+                match rx.recv().await {
+                    Ok(Message::Changed(change)) => return Some((change, (rx, store, pending))),
+                    Ok(Message::Listed) => pending = replay(&store).into_iter(),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::debug!(missed, "cache subscriber fell behind; replaying");
+                        pending = replay(&store).into_iter();
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        },
+    )
+}
+
+/// Which cache: namespace scope (`None`: all namespaces), API version, kind, view.
+type CacheKey = (Option<String>, String, String, View);
 
 /// The host's caches, one per kind and namespace scope, made on first use.
 #[derive(Default)]
@@ -203,17 +284,30 @@ impl std::fmt::Debug for Caches {
 }
 
 impl Caches {
-    /// The cache of `resource` in `namespace` (all when `None`), started if it is not yet.
+    /// The cache of every object of `resource` in `namespace` (all when `None`), started if
+    /// it is not yet.
     pub fn kind(
         &self,
         client: &Client,
         resource: &ApiResource,
         namespace: Option<&str>,
     ) -> Arc<KindCache> {
+        self.view(client, resource, namespace, &View::All)
+    }
+
+    /// The cache of `view` of `resource` in `namespace`, started if it is not yet.
+    pub fn view(
+        &self,
+        client: &Client,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        view: &View,
+    ) -> Arc<KindCache> {
         let key = (
             namespace.map(str::to_owned),
             resource.api_version.clone(),
             resource.kind.clone(),
+            view.clone(),
         );
         let mut kinds = self
             .kinds
@@ -222,7 +316,134 @@ impl Caches {
         Arc::clone(
             kinds
                 .entry(key)
-                .or_insert_with(|| KindCache::start(client, resource, namespace)),
+                .or_insert_with(|| KindCache::start(client, resource, namespace, view)),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zone(name: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "pdns.orchard.dev/v1alpha1", "kind": "DnsZone",
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+        }))
+        .unwrap()
+    }
+
+    fn resource() -> ApiResource {
+        ApiResource {
+            group: "pdns.orchard.dev".into(),
+            version: "v1alpha1".into(),
+            api_version: "pdns.orchard.dev/v1alpha1".into(),
+            kind: "DnsZone".into(),
+            plural: "dnszones".into(),
+        }
+    }
+
+    /// Feeds `event` through the store and the channel, as the pump does.
+    fn pump(
+        writer: &mut Writer<DynamicObject>,
+        tx: &broadcast::Sender<Message>,
+        event: &watcher::Event<DynamicObject>,
+    ) {
+        writer.apply_watcher_event(event);
+        if let Some(m) = message(event) {
+            let _ = tx.send(m);
+        }
+    }
+
+    fn names(changes: &[Change]) -> Vec<String> {
+        let mut names: Vec<String> = changes
+            .iter()
+            .map(|c| match c {
+                Change::Applied(o) | Change::Deleted(o) => o.name_any(),
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    use kube::ResourceExt;
+
+    #[tokio::test]
+    async fn a_subscriber_that_comes_in_the_middle_of_the_first_listing_gets_every_object() {
+        let mut writer = Writer::new(resource());
+        let store = writer.as_reader();
+        let (tx, _) = broadcast::channel(16);
+        pump(&mut writer, &tx, &watcher::Event::Init);
+        pump(&mut writer, &tx, &watcher::Event::InitApply(zone("a")));
+        // The subscriber arrives now: the store is still empty, "a" went by unsent.
+        let mut changes = Box::pin(subscription(tx.subscribe(), store));
+        pump(&mut writer, &tx, &watcher::Event::InitApply(zone("b")));
+        pump(&mut writer, &tx, &watcher::Event::InitDone);
+        pump(&mut writer, &tx, &watcher::Event::Apply(zone("c")));
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let next = tokio::time::timeout(Duration::from_secs(5), changes.next());
+            got.push(next.await.expect("an object was lost").unwrap());
+        }
+        assert_eq!(names(&got), ["a", "b", "c"]);
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_comes_after_the_listing_replays_the_store_then_gets_changes() {
+        let mut writer = Writer::new(resource());
+        let store = writer.as_reader();
+        let (tx, _) = broadcast::channel(16);
+        pump(&mut writer, &tx, &watcher::Event::Init);
+        pump(&mut writer, &tx, &watcher::Event::InitApply(zone("a")));
+        pump(&mut writer, &tx, &watcher::Event::InitDone);
+        let mut changes = Box::pin(subscription(tx.subscribe(), store));
+        pump(&mut writer, &tx, &watcher::Event::Delete(zone("a")));
+        let first = changes.next().await.unwrap();
+        assert!(matches!(&first, Change::Applied(o) if o.name_any() == "a"));
+        let second = changes.next().await.unwrap();
+        assert!(matches!(&second, Change::Deleted(o) if o.name_any() == "a"));
+    }
+
+    #[test]
+    fn a_skeleton_keeps_what_claims_and_guards_read_and_drops_the_rest() {
+        let mut obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "pdns.orchard.dev/v1alpha1",
+            "kind": "DnsZone",
+            "metadata": {
+                "name": "z", "namespace": "ns", "uid": "u1",
+                "creationTimestamp": "2026-12-01T00:00:00Z",
+                "finalizers": ["orchard.dev/pdns-zone"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u0"}],
+                "labels": {"orchard.dev/shard-bucket": "3"},
+                "annotations": {"a": "b"},
+                "managedFields": [{"manager": "kubectl"}],
+            },
+            "spec": {"resource": {"name": "a.test."}, "managementPolicy": "managed"},
+            "status": {"id": "a.test.", "conditions": [{"type": "Available"}], "observed": {"big": 1}},
+        }))
+        .unwrap();
+        skeleton(&mut obj);
+        assert_eq!(obj.metadata.uid.as_deref(), Some("u1"));
+        assert!(obj.metadata.creation_timestamp.is_some());
+        assert_eq!(obj.metadata.finalizers.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            obj.metadata.owner_references.as_ref().map(Vec::len),
+            Some(1)
+        );
+        assert!(obj.metadata.labels.is_none() && obj.metadata.annotations.is_none());
+        assert!(obj.metadata.managed_fields.is_none());
+        assert_eq!(obj.data["spec"]["managementPolicy"], "managed");
+        assert_eq!(obj.data["status"], serde_json::json!({"id": "a.test."}));
+    }
+
+    #[test]
+    fn a_skeleton_of_an_object_without_an_id_has_no_status() {
+        let mut obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "X", "metadata": {"name": "x"},
+            "spec": {}, "status": {"conditions": []},
+        }))
+        .unwrap();
+        skeleton(&mut obj);
+        assert!(obj.data.get("status").is_none(), "{}", obj.data);
     }
 }

@@ -78,7 +78,14 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let key = format!("{}/{}", obj.stored_namespace(), obj.name_any());
     metrics.set_queued(ctx.plugin(), &key, false);
     let started = std::time::Instant::now();
+    let trace = ctx.settings.pass_trace.as_deref();
+    if let Some(trace) = trace {
+        trace.mark(ctx.plugin(), &key, true);
+    }
     let outcome = reconcile_object(&obj, &ctx).instrument(span).await;
+    if let Some(trace) = trace {
+        trace.mark(ctx.plugin(), &key, false);
+    }
     let result = match &outcome {
         Err(_) => "error",
         Ok((pass, _)) => match &pass.failure {

@@ -25,6 +25,7 @@ pub mod guard;
 pub mod normal;
 pub mod ops;
 pub mod status;
+pub mod trace;
 pub mod triggers;
 
 use std::collections::{BTreeMap, HashMap};
@@ -159,6 +160,11 @@ pub struct Settings {
     pub reconcile_all: Option<tokio::sync::watch::Receiver<u64>>,
     /// The host's caches (one per kind, shared by every plugin).
     pub caches: Arc<cache::Caches>,
+    /// With sharding: the label selector of this replica's buckets. The controller watches
+    /// only those objects of its kind; claims and guards still see all of them.
+    pub shard_selector: Option<String>,
+    /// Test instrument: every pass's begin and end, appended to a file.
+    pub pass_trace: Option<Arc<trace::PassTrace>>,
 }
 
 impl Default for Settings {
@@ -172,6 +178,8 @@ impl Default for Settings {
             health: Arc::default(),
             reconcile_all: None,
             caches: Arc::default(),
+            shard_selector: None,
+            pass_trace: None,
         }
     }
 }
@@ -388,13 +396,30 @@ pub async fn run(
     let kinds = discover_kinds(&client, &description).await?;
     let namespace = settings.namespace.as_deref();
 
-    // Every kind from the host's shared caches: the plugin's own, and its dependencies'.
-    let own = settings.caches.kind(&client, &resource, namespace);
+    // Every kind from the host's shared caches: the plugin's own (this replica's share of it
+    // when sharded), and its dependencies' (all of them: a dependency may live on any shard).
+    let own = match &settings.shard_selector {
+        Some(selector) => settings.caches.view(
+            &client,
+            &resource,
+            namespace,
+            &cache::View::Selected(selector.clone()),
+        ),
+        None => settings.caches.kind(&client, &resource, namespace),
+    };
+    // Claims and guards must see every object of the kind, wherever it is served.
+    let everyone = match &settings.shard_selector {
+        Some(_) => settings
+            .caches
+            .view(&client, &resource, namespace, &cache::View::Skeleton),
+        None => Arc::clone(&own),
+    };
     let dependencies: HashMap<String, Arc<KindCache>> = kinds
         .iter()
         .map(|(kind, r)| (kind.clone(), settings.caches.kind(&client, r, namespace)))
         .collect();
-    for cache in dependencies.values() {
+    let sharded = settings.shard_selector.is_some();
+    for cache in dependencies.values().chain(sharded.then_some(&everyone)) {
         // Passes read dependencies from these caches: start once they hold every object.
         if !cache.wait_ready(Duration::from_secs(30)).await {
             tracing::warn!(plugin = %description.name, kind = %cache.resource.kind, "dependency cache not ready after 30 s; starting anyway");
@@ -408,16 +433,41 @@ pub async fn run(
     let own_triggers = own.subscribe().filter_map(move |change| {
         futures::future::ready(match change {
             Change::Applied(obj) => {
-                c.observe(&obj);
+                if !sharded {
+                    c.observe(&obj);
+                }
                 t.admit(&obj).then_some(obj)
             }
             Change::Deleted(obj) => {
-                c.forget(&obj);
+                // An object that leaves a shard's view moved to another replica: it still
+                // holds its id.
+                if !sharded {
+                    c.forget(&obj);
+                }
                 t.forget(&obj);
                 None
             }
         })
     });
+    // Sharded: the claims index is fed from the skeleton of every object of the kind.
+    let (c, stop_claims) = (Arc::clone(&claims), stop.clone());
+    let every_claim = everyone.subscribe();
+    let claims_feed = async move {
+        if !sharded {
+            return;
+        }
+        let feed = every_claim.for_each(|change| {
+            match change {
+                Change::Applied(obj) => c.observe(&obj),
+                Change::Deleted(obj) => c.forget(&obj),
+            }
+            futures::future::ready(())
+        });
+        tokio::select! {
+            () = feed => {}
+            () = stop_claims.cancelled() => {}
+        }
+    };
     let mut controller =
         Controller::for_shared_stream_with(own_triggers, own.store.clone(), resource.clone())
             .with_config(controller::Config::default().concurrency(settings.concurrency));
@@ -466,14 +516,23 @@ pub async fn run(
         );
     }
     settings.health.controller_started();
-    let (health, synced) = (Arc::clone(&settings.health), own.store.clone());
+    let (health, synced, stop_sync) = (
+        Arc::clone(&settings.health),
+        own.store.clone(),
+        stop.clone(),
+    );
     tokio::spawn(async move {
         // Re-poll with a short timeout: the store's readiness signal wakes only the last of
         // several waiters (the controller's own runner waits on it too).
         while tokio::time::timeout(Duration::from_millis(200), synced.wait_until_ready())
             .await
             .is_err()
-        {}
+        {
+            if stop_sync.is_cancelled() {
+                // Stopped before it synced (a shard's buckets changed): it counts as done.
+                break;
+            }
+        }
         tracing::debug!("controller cache synced");
         health.controller_synced();
     });
@@ -525,12 +584,12 @@ pub async fn run(
             names: names.clone(),
             kind: kind.clone(),
             resource: cache.resource.clone(),
-            dependents: own.store.clone(),
+            dependents: everyone.store.clone(),
         };
         guards.push(guard::run(
             guard,
             Arc::clone(cache),
-            Arc::clone(&own),
+            Arc::clone(&everyone),
             stop.clone(),
         ));
     }
@@ -544,7 +603,7 @@ pub async fn run(
             }
         })
         .instrument(tracing::info_span!("controller", plugin = %plugin));
-    tokio::join!(main, futures::future::join_all(guards));
+    tokio::join!(main, futures::future::join_all(guards), claims_feed);
     stop.cancel();
     Ok(())
 }

@@ -133,6 +133,71 @@ async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants(
     Ok(())
 }
 
+#[tokio::test]
+async fn the_helm_chart_renders_a_sharded_deployment_and_refuses_sharding_with_plugin_objects()
+-> anyhow::Result<()> {
+    let env = TestEnv::load()?;
+    let chart = repo().join("deploy/helm/orchard");
+    let template = |sets: &str| {
+        let mut cmd = Command::new(helm());
+        cmd.args([
+            "template",
+            "orchard",
+            "-n",
+            "orchard-system",
+            "--kube-version",
+            &env_version(&env),
+            "--set",
+            sets,
+        ])
+        .arg(&chart);
+        cmd
+    };
+    let rendered = run(&mut template(
+        "sharding.enabled=true,sharding.ring=edge,pluginObjects.enabled=false,replicas=3",
+    ))?;
+    let manifests = docs(&rendered)?;
+    let deployment = manifests
+        .iter()
+        .find(|m| m["kind"] == "Deployment")
+        .context("deployment")?;
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .context("args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--shard-ring=edge"), "{args:?}");
+    assert!(!args.contains(&"--leader-elect"), "{args:?}");
+    assert!(!args.contains(&"--watch-plugins"), "{args:?}");
+    let role = manifests
+        .iter()
+        .find(|m| m["kind"] == "Role")
+        .context("no Role")?;
+    let resources: Vec<&str> = role["rules"]
+        .as_array()
+        .context("rules")?
+        .iter()
+        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(resources, ["leases", "configmaps"], "{role}");
+    server_dry_run(&env, &manifests)?;
+
+    let refused = template("sharding.enabled=true").output()?;
+    assert!(
+        !refused.status.success(),
+        "sharding with Plugin objects rendered"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("sharding.enabled needs pluginObjects.enabled=false"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
 fn env_version(env: &TestEnv) -> String {
     std::fs::read_to_string(&env.env_file)
         .ok()

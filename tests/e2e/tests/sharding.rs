@@ -1,0 +1,364 @@
+//! Sharding against the real apiserver and PowerDNS: three replicas of one ring share 1,000
+//! zones; one is killed (`SIGKILL`) in the middle of the creates; the survivors take its buckets when
+//! its Lease expires; every zone becomes Available, exists exactly once in PowerDNS, and no
+//! zone is ever reconciled by two replicas at once (proved from the hosts' pass traces).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, ResourceExt};
+use orchard_e2e::harness::{Harness, HostSpec, has_condition};
+use orchard_e2e::paths::plugin;
+use orchard_e2e::pdns::{self, ZONE};
+use orchard_e2e::{TestEnv, poll_until};
+use sha2::{Digest, Sha256};
+
+const OBJECTS: usize = 1000;
+const LEASE_SECONDS: u64 = 6;
+const REPLICAS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
+const BUCKET_LABEL: &str = "orchard.dev/shard-bucket";
+
+fn now_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// The bucket the host must give `namespace/name` (an oracle written from the docs: SHA-256
+/// of `group/kind/namespace/name`, first 8 bytes big-endian, modulo 256).
+fn expected_bucket(namespace: &str, name: &str) -> u16 {
+    let digest = Sha256::digest(format!("pdns.orchard.dev/DnsZone/{namespace}/{name}"));
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u16::try_from(u64::from_be_bytes(first) % 256).unwrap_or(u16::MAX)
+}
+
+/// The bucket table: holder of each bucket (`""`: free).
+async fn table(maps: &Api<ConfigMap>, ring: &str) -> anyhow::Result<Option<Vec<String>>> {
+    let Some(map) = maps.get_opt(&format!("orchard-shard-{ring}")).await? else {
+        return Ok(None);
+    };
+    let text = map
+        .data
+        .and_then(|d| d.get("holders").cloned())
+        .unwrap_or_default();
+    Ok(Some(serde_json::from_str(&text)?))
+}
+
+/// A pass of one replica over one object, from the pass trace.
+#[derive(Debug, Clone)]
+struct Pass {
+    instance: String,
+    begin: u128,
+    /// `None`: it never ended (its host was killed).
+    end: Option<u128>,
+}
+
+/// Object → its passes, from the trace file the three hosts append to.
+fn passes(trace: &Path) -> anyhow::Result<HashMap<String, Vec<Pass>>> {
+    let text = std::fs::read_to_string(trace)?;
+    let mut open: HashMap<(String, String), Vec<u128>> = HashMap::new();
+    let mut done: HashMap<String, Vec<Pass>> = HashMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [at, what, instance, _plugin, object] = fields[..] else {
+            anyhow::bail!("bad trace line {line:?}");
+        };
+        let at: u128 = at.parse()?;
+        let key = (instance.to_owned(), object.to_owned());
+        if what == "begin" {
+            open.entry(key).or_default().push(at);
+        } else {
+            let begin = open
+                .get_mut(&key)
+                .and_then(Vec::pop)
+                .with_context(|| format!("an end without a begin: {line:?}"))?;
+            done.entry(object.to_owned()).or_default().push(Pass {
+                instance: instance.to_owned(),
+                begin,
+                end: Some(at),
+            });
+        }
+    }
+    for ((instance, object), begins) in open {
+        for begin in begins {
+            done.entry(object.clone()).or_default().push(Pass {
+                instance: instance.clone(),
+                begin,
+                end: None,
+            });
+        }
+    }
+    Ok(done)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::too_many_lines, reason = "one scenario, its phases in order")]
+async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_a_duplicate_or_an_overlap()
+-> anyhow::Result<()> {
+    let env = TestEnv::load()?;
+    let spec = HostSpec {
+        plugins: vec![plugin("pdns-zone")],
+        kinds: vec![pdns::zone_resource()],
+        allow_hosts: vec![env.pdns_api_url.clone()],
+    };
+    let mut s = Harness::new("shards", spec).await?;
+    pdns::create_secret(&s, "pdns").await?;
+    let pdns = pdns::Api::new(&env)?;
+    let ring = format!("r{}", s.id).to_ascii_lowercase().replace('_', "-");
+    let trace = env.logs.join(format!("pass-trace-{}.log", s.ns));
+    let _ = std::fs::remove_file(&trace);
+    let trace_text = trace.display().to_string();
+    let lease_seconds = LEASE_SECONDS.to_string();
+    let ns = s.ns.clone();
+
+    // Phase 1: three replicas join the ring and split its 256 buckets.
+    let mut hosts = Vec::new();
+    for name in REPLICAS {
+        let env = [
+            ("ORCHARD_SHARD_RING", ring.as_str()),
+            ("ORCHARD_LEASE_SECONDS", lease_seconds.as_str()),
+            ("POD_NAMESPACE", ns.as_str()),
+            ("ORCHARD_INSTANCE", name),
+            ("ORCHARD_PASS_TRACE", trace_text.as_str()),
+        ];
+        hosts.push(s.start_host(&env)?);
+    }
+    s.wait_kinds().await?;
+    let maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.ns);
+    poll_until(
+        Duration::from_mins(1),
+        "every bucket held, by all three replicas",
+        || async {
+            let Some(holders) = table(&maps, &ring).await? else {
+                return Ok(None);
+            };
+            let by: BTreeSet<&str> = holders.iter().map(String::as_str).collect();
+            Ok((by == REPLICAS.into_iter().collect()).then_some(()))
+        },
+    )
+    .await?;
+
+    // Phase 2: 1,000 zones created by 16 parallel clients; shard-c is killed at 40 %.
+    let zones = s.api(ZONE);
+    let created = Arc::new(AtomicUsize::new(0));
+    let names: Vec<String> = (0..OBJECTS).map(|i| format!("z{i}")).collect();
+    let creating = {
+        let (zones, created, ns, id) = (
+            zones.clone(),
+            Arc::clone(&created),
+            s.ns.clone(),
+            s.id.clone(),
+        );
+        let names = names.clone();
+        tokio::spawn(async move {
+            futures::stream::iter(names)
+                .map(|name| {
+                    let (zones, created, ns, id) =
+                        (zones.clone(), Arc::clone(&created), ns.clone(), id.clone());
+                    async move {
+                        let obj = serde_json::from_value(serde_json::json!({
+                            "apiVersion": "pdns.orchard.dev/v1alpha1",
+                            "kind": "DnsZone",
+                            "metadata": {"name": name, "namespace": ns},
+                            "spec": {
+                                "credentialsRef": {"secretName": "pdns"},
+                                "resource": {"name": format!("{name}.{id}.test.")},
+                            },
+                        }))?;
+                        zones.create(&PostParams::default(), &obj).await?;
+                        created.fetch_add(1, Ordering::SeqCst);
+                        anyhow::Ok(())
+                    }
+                })
+                .buffer_unordered(16)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<anyhow::Result<Vec<()>>>()
+        })
+    };
+    poll_until(Duration::from_mins(2), "40 % of the creates", || async {
+        Ok((created.load(Ordering::SeqCst) >= OBJECTS * 2 / 5).then_some(()))
+    })
+    .await?;
+    let before_kill = table(&maps, &ring).await?.context("the bucket table")?;
+    let killed_at = now_nanos();
+    let kill_clock = Instant::now();
+    hosts[2].kill_hard();
+    let victim = REPLICAS[2];
+
+    // Phase 3: its buckets are taken over when its Lease expires.
+    poll_until(
+        Duration::from_secs(3 * LEASE_SECONDS),
+        "the killed replica's buckets to be held by the survivors",
+        || async {
+            let holders = table(&maps, &ring).await?.unwrap_or_default();
+            Ok(
+                (!holders.is_empty() && holders.iter().all(|h| h != victim && !h.is_empty()))
+                    .then_some(()),
+            )
+        },
+    )
+    .await?;
+    let (takeover, seen_at) = (kill_clock.elapsed(), now_nanos());
+    // A replica killed right after it renewed holds its Lease for one full duration; the
+    // survivors look again the moment it expires and take its buckets in one write.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(s.client.clone(), &s.ns);
+    let renewed = leases
+        .get(&format!("orchard-shard-{ring}-{victim}"))
+        .await?
+        .spec
+        .and_then(|l| l.renew_time)
+        .context("the victim's last renewal")?
+        .0
+        .as_nanosecond();
+    let expired = u128::try_from(renewed)? + u128::from(LEASE_SECONDS) * 1_000_000_000;
+    let after_expiry = Duration::from_nanos(u64::try_from(seen_at.saturating_sub(expired))?);
+    // The survivors wake at the expiry instant; what follows is three apiserver round trips
+    // (list Leases, read and swap the table) on an apiserver busy with the creates.
+    ensure!(
+        after_expiry <= Duration::from_secs(2),
+        "took {after_expiry:?} after the victim's lease expired to take its buckets"
+    );
+    ensure!(
+        takeover <= Duration::from_secs(LEASE_SECONDS) + Duration::from_secs(2),
+        "took {takeover:?} to take over (lease {LEASE_SECONDS} s)"
+    );
+    creating.await??;
+
+    // Phase 4: every zone Available, each in the bucket the docs give it.
+    let available_clock = Instant::now();
+    let all_available = poll_until(
+        Duration::from_mins(5),
+        "all 1,000 zones Available",
+        || async {
+            let list = zones.list(&ListParams::default()).await?;
+            let ready = list
+                .items
+                .iter()
+                .filter(|z| has_condition(z, "Available", "True", None))
+                .count();
+            Ok((ready == OBJECTS).then_some(list.items))
+        },
+    )
+    .await?;
+    eprintln!(
+        "all Available {:?} after the creates ended ({:?} after the kill)",
+        available_clock.elapsed(),
+        kill_clock.elapsed()
+    );
+    let mut share: BTreeMap<String, usize> = BTreeMap::new();
+    for zone in &all_available {
+        let bucket = zone.labels().get(BUCKET_LABEL).cloned().unwrap_or_default();
+        let expected = expected_bucket(&s.ns, &zone.name_any());
+        assert_eq!(
+            bucket,
+            expected.to_string(),
+            "{} is labelled with the wrong bucket",
+            zone.name_any()
+        );
+        let owner = before_kill[usize::from(expected)].clone();
+        *share.entry(owner).or_default() += 1;
+    }
+    for replica in REPLICAS {
+        let n = share.get(replica).copied().unwrap_or(0);
+        assert!(
+            (OBJECTS / 4..=OBJECTS * 42 / 100).contains(&n),
+            "{replica} owned {n} of {OBJECTS} zones before the kill: {share:?}"
+        );
+    }
+
+    // Phase 5: each zone exists exactly once in PowerDNS.
+    let suffix = format!(".{}.test.", s.id);
+    let ours: Vec<String> = pdns
+        .zones()
+        .await?
+        .iter()
+        .filter_map(|z| z["name"].as_str().map(str::to_owned))
+        .filter(|n| n.ends_with(&suffix))
+        .collect();
+    let distinct: BTreeSet<&String> = ours.iter().collect();
+    assert_eq!(ours.len(), OBJECTS, "zones in PowerDNS");
+    assert_eq!(distinct.len(), OBJECTS, "a zone exists twice");
+
+    // Phase 6: no zone was ever reconciled by two replicas at once; a survivor served only
+    // its own buckets, and the victim's zones moved to the bucket's new holder.
+    let after = table(&maps, &ring).await?.context("the bucket table")?;
+    let traced = passes(&trace)?;
+    let mut moved = 0;
+    for name in &names {
+        let key = format!("{}/{name}", s.ns);
+        let mut passes = traced.get(&key).cloned().unwrap_or_default();
+        assert!(!passes.is_empty(), "{key} was never reconciled");
+        passes.sort_by_key(|p| p.begin);
+        for pair in passes.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let a_end = a.end.unwrap_or(killed_at);
+            if a.instance != b.instance {
+                assert!(
+                    a_end <= b.begin,
+                    "{key}: {} began a pass before {}'s ended ({a:?} / {b:?})",
+                    b.instance,
+                    a.instance
+                );
+            }
+        }
+        let bucket = usize::from(expected_bucket(&s.ns, name));
+        let (owner, new_owner) = (&before_kill[bucket], &after[bucket]);
+        if owner == victim {
+            assert!(
+                passes
+                    .iter()
+                    .all(|p| p.instance == victim || p.instance == *new_owner),
+                "{key}: {passes:?}"
+            );
+            moved += usize::from(passes.iter().any(|p| p.instance == victim));
+        } else {
+            assert!(
+                passes.iter().all(|p| p.instance == *owner),
+                "{key} (bucket of {owner}): {passes:?}"
+            );
+        }
+    }
+    assert!(
+        moved > 0,
+        "the victim reconciled none of its zones before it died"
+    );
+    eprintln!(
+        "shares before the kill {share:?}; takeover seen {takeover:?} after the kill, \
+         {after_expiry:?} after the victim's lease expired; {moved} zones moved from the victim after it had reconciled them; {} passes traced",
+        traced.values().map(Vec::len).sum::<usize>()
+    );
+
+    // Phase 7: clean up (the survivors delete the zones in PowerDNS).
+    zones
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    poll_until(Duration::from_mins(3), "every zone deleted", || async {
+        Ok(zones
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty()
+            .then_some(()))
+    })
+    .await?;
+    let left = pdns
+        .zones()
+        .await?
+        .iter()
+        .filter(|z| z["name"].as_str().is_some_and(|n| n.ends_with(&suffix)))
+        .count();
+    assert_eq!(left, 0, "zones left in PowerDNS");
+    drop(hosts);
+    Ok(())
+}
