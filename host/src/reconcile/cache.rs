@@ -42,11 +42,18 @@ enum Message {
     Listed,
 }
 
-/// The message a watch event makes, if any.
-fn message(event: &watcher::Event<DynamicObject>) -> Option<Message> {
+/// The message a watch event makes, if any, once the reflector applied it to `store`. A
+/// changed object is sent as the store's own copy (one `Arc`, not a second tree).
+fn message(
+    event: &watcher::Event<DynamicObject>,
+    store: &Store<DynamicObject>,
+    resource: &ApiResource,
+) -> Option<Message> {
     match event {
         watcher::Event::Apply(obj) => {
-            Some(Message::Changed(Change::Applied(Arc::new(obj.clone()))))
+            let stored = ObjectRef::from_obj_with(obj, resource.clone());
+            let shared = store.get(&stored).unwrap_or_else(|| Arc::new(obj.clone()));
+            Some(Message::Changed(Change::Applied(shared)))
         }
         watcher::Event::Delete(obj) => {
             Some(Message::Changed(Change::Deleted(Arc::new(obj.clone()))))
@@ -56,8 +63,10 @@ fn message(event: &watcher::Event<DynamicObject>) -> Option<Message> {
     }
 }
 
-/// Changes kept for subscribers that are momentarily behind.
-const BUFFER: usize = 4096;
+/// Changes kept for subscribers that are momentarily behind. Each slot keeps its object alive
+/// until it is overwritten (old versions too), so the ring is kept small: a subscriber that
+/// falls further behind replays the store instead.
+const BUFFER: usize = 512;
 
 /// Which objects of a kind a cache holds, and how much of each.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -184,6 +193,7 @@ impl KindCache {
             View::All | View::Selected(_) => prune,
         };
         let store = writer.as_reader();
+        let (reader, dyntype) = (store.clone(), resource.clone());
         let sender = changes.clone();
         let pump = watcher(api, config)
             .backoff(WatchBackoff::new())
@@ -192,7 +202,7 @@ impl KindCache {
             .for_each(move |event| {
                 match event {
                     Ok(event) => {
-                        if let Some(message) = message(&event) {
+                        if let Some(message) = message(&event, &reader, &dyntype) {
                             // No subscriber yet is fine: they replay the store when they come.
                             let _ = sender.send(message);
                         }
@@ -350,7 +360,7 @@ mod tests {
         event: &watcher::Event<DynamicObject>,
     ) {
         writer.apply_watcher_event(event);
-        if let Some(m) = message(event) {
+        if let Some(m) = message(event, &writer.as_reader(), &resource()) {
             let _ = tx.send(m);
         }
     }
@@ -386,6 +396,24 @@ mod tests {
             got.push(next.await.expect("an object was lost").unwrap());
         }
         assert_eq!(names(&got), ["a", "b", "c"]);
+    }
+
+    #[tokio::test]
+    async fn a_change_is_sent_as_the_store_s_own_copy_not_a_second_one() {
+        let mut writer = Writer::new(resource());
+        let store = writer.as_reader();
+        let (tx, mut rx) = broadcast::channel(16);
+        pump(&mut writer, &tx, &watcher::Event::Init);
+        pump(&mut writer, &tx, &watcher::Event::InitDone);
+        pump(&mut writer, &tx, &watcher::Event::Apply(zone("a")));
+        assert!(matches!(rx.recv().await.unwrap(), Message::Listed));
+        let Message::Changed(Change::Applied(sent)) = rx.recv().await.unwrap() else {
+            panic!("not an applied change");
+        };
+        let stored = store
+            .get(&ObjectRef::new_with("a", resource()).within("ns"))
+            .unwrap();
+        assert!(Arc::ptr_eq(&sent, &stored));
     }
 
     #[tokio::test]
