@@ -20,6 +20,7 @@ pub mod claims;
 pub mod delete;
 pub mod deps;
 pub mod envelope;
+pub mod events;
 pub mod flow;
 pub mod guard;
 pub mod normal;
@@ -36,7 +37,6 @@ use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -537,18 +537,16 @@ pub async fn run(
         health.controller_synced();
     });
 
-    let recorder = Recorder::new(
+    let events = events::EventPublisher::new(
         client.clone(),
-        Reporter {
-            controller: format!("orchard.dev/{}", description.name),
-            instance: Some(settings.instance.clone()),
-        },
+        format!("orchard.dev/{}", description.name),
+        settings.instance.clone(),
     );
     let ops = KubeOps::new(
         client.clone(),
         resource.clone(),
         names.clone(),
-        recorder,
+        events,
         description.name.clone(),
         dependencies.clone(),
     );

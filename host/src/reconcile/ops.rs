@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -109,7 +108,7 @@ pub struct KubeOps {
     client: Client,
     resource: ApiResource,
     names: Names,
-    recorder: Recorder,
+    events: super::events::EventPublisher,
     plugin: String,
     dependencies: HashMap<String, Arc<KindCache>>,
 }
@@ -120,7 +119,7 @@ impl KubeOps {
         client: Client,
         resource: ApiResource,
         names: Names,
-        recorder: Recorder,
+        events: super::events::EventPublisher,
         plugin: String,
         dependencies: HashMap<String, Arc<KindCache>>,
     ) -> Self {
@@ -128,7 +127,7 @@ impl KubeOps {
             client,
             resource,
             names,
-            recorder,
+            events,
             plugin,
             dependencies,
         }
@@ -210,19 +209,14 @@ impl ObjectOps for KubeOps {
     }
 
     async fn publish(&self, obj: &DynamicObject, note: Note) {
-        let event = Event {
-            type_: if note.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: note.reason.clone(),
-            note: Some(truncate(&note.message, MAX_EVENT_NOTE)),
-            action: note.reason,
-            secondary: None,
+        let message = truncate(&note.message, MAX_EVENT_NOTE);
+        let event = super::events::EventNote {
+            warning: note.warning,
+            reason: &note.reason,
+            message: &message,
         };
         if let Err(e) = self
-            .recorder
+            .events
             .publish(&event, &obj.object_ref(&self.resource))
             .await
         {
