@@ -168,7 +168,15 @@ async fn a_killed_leader_is_replaced_within_the_lease_and_no_zone_is_duplicated(
     for (i, zone) in zones.iter().enumerate() {
         s.apply(&zone_yaml(&format!("z{i}"), zone)).await?;
     }
-    let standby = get(&format!("http://{admin_b}/metrics")).await?.1;
+    // The standby binds its admin server before it waits for the Lease; it may still be
+    // starting.
+    let standby = poll_until(CONVERGE, "the standby's /metrics to answer", || async {
+        Ok(get(&format!("http://{admin_b}/metrics"))
+            .await
+            .ok()
+            .map(|(_, m)| m))
+    })
+    .await?;
     assert_eq!(
         sample(&standby, "orchard_leader", &[]),
         Some(0.0),
