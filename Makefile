@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export CARGO_BUILD_JOBS ?= 2
 
-PLUGINS := -p pdns-zone -p pdns-record -p orchard-fixture-faulty -p orchard-fixture-bad-describe -p orchard-fixture-echo -p orchard-fixture-conformance-broken
+PLUGINS := -p pdns-zone -p pdns-record -p orchard-fixture-faulty -p orchard-fixture-bad-describe -p orchard-fixture-echo -p orchard-fixture-echo-wit-0-1-0 -p orchard-fixture-conformance-broken
 
 # Python and JavaScript plugins, built by their SDKs' build commands into the same folder.
 PLUGIN_DIR := $(or $(CARGO_TARGET_DIR),target)/wasm32-wasip2/plugin

@@ -750,11 +750,10 @@ async fn each_call_of_a_pass_has_its_own_output_budget() {
 
 #[tokio::test]
 async fn a_component_built_against_wit_0_1_0_still_loads_and_answers_in_a_pass() {
-    // The echo fixture as built before `report` (WIT 0.1.1) existed: it imports
-    // `orchard:actuator/types@0.1.0` and exports `actuator@0.1.0`.
+    // The echo fixture built from source against the frozen WIT 0.1.0, before `report`
+    // (0.1.1) existed: it imports `orchard:actuator/types@0.1.0` and exports `actuator@0.1.0`.
     let (rt, _cache) = runtime();
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/echo-wit-0.1.0.wasm");
+    let path = plugin_path("orchard-fixture-echo-wit-0-1-0");
     let old = rt
         .load_file(&path, Some("echo-0-1-0"), PluginConfig::default())
         .unwrap();
