@@ -430,32 +430,16 @@ pub async fn run(
     let claims = Arc::new(Claims::default());
     let triggers = Arc::new(Triggers::new(&names.finalizer));
     let (c, t) = (Arc::clone(&claims), Arc::clone(&triggers));
-    let own_triggers = own.subscribe().filter_map(move |change| {
-        futures::future::ready(match change {
-            Change::Applied(obj) => {
-                if !sharded {
-                    c.observe(&obj);
-                }
-                t.admit(&obj).then_some(obj)
-            }
-            Change::Deleted(obj) => {
-                // An object that leaves a shard's view moved to another replica: it still
-                // holds its id.
-                if !sharded {
-                    c.forget(&obj);
-                }
-                t.forget(&obj);
-                None
-            }
-        })
-    });
+    let own_triggers = own
+        .subscribe()
+        .filter_map(move |change| futures::future::ready(own_change(change, &c, &t, sharded)));
     // Sharded: the claims index is fed from the skeleton of every object of the kind.
     let (c, stop_claims) = (Arc::clone(&claims), stop.clone());
-    let every_claim = everyone.subscribe();
+    let every_claim = sharded.then(|| everyone.subscribe());
     let claims_feed = async move {
-        if !sharded {
+        let Some(every_claim) = every_claim else {
             return;
-        }
+        };
         let feed = every_claim.for_each(|change| {
             match change {
                 Change::Applied(obj) => c.observe(&obj),
@@ -604,6 +588,32 @@ pub async fn run(
     tokio::join!(main, futures::future::join_all(guards), claims_feed);
     stop.cancel();
     Ok(())
+}
+
+/// What a change of the kind's own view does: it feeds the claims index (unless `sharded`:
+/// then the skeleton of every object does, and an object leaving the view moved to another
+/// replica and still holds its id) and the triggers; the object to reconcile, if any.
+fn own_change(
+    change: Change,
+    claims: &Claims,
+    triggers: &Triggers,
+    sharded: bool,
+) -> Option<Arc<DynamicObject>> {
+    match change {
+        Change::Applied(obj) => {
+            if !sharded {
+                claims.observe(&obj);
+            }
+            triggers.admit(&obj).then_some(obj)
+        }
+        Change::Deleted(obj) => {
+            if !sharded {
+                claims.forget(&obj);
+            }
+            triggers.forget(&obj);
+            None
+        }
+    }
 }
 
 /// Kubernetes API errors: retry with the per-object backoff.

@@ -2001,3 +2001,97 @@ async fn a_corrected_drift_is_an_event_and_status_drift_with_secret_values_maske
     let seen = everything_but_the_secret(&w);
     assert!(!seen.contains("t0ken"), "{seen}");
 }
+
+// ---------------------------------------------------------------------------------------
+// The pass trace and the own view's changes (sharding)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_pass_trace_brackets_every_pass_and_changes_no_write_or_call() {
+    // (case, how the object is before the pass)
+    type Setup = fn(&World);
+    let cases: [(&str, Setup); 4] = [
+        ("a new object", |_| {}),
+        ("an object paused", |w| {
+            w.set(|o| {
+                o.annotations_mut()
+                    .insert("orchard.dev/paused".into(), "true".into());
+            });
+        }),
+        ("an object deleted", World::delete),
+        ("an invalid spec", |w| {
+            w.set(|o| o.data["spec"] = json!({"managementPolicy": 7}));
+        }),
+    ];
+    for (case, setup) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace");
+        let trace = Arc::new(super::trace::PassTrace::open(&path, "host-1").unwrap());
+        let (plain, traced) = (World::new(managed("a")), World::new(managed("a")));
+        setup(&plain);
+        setup(&traced);
+        let ctx = Arc::new(Context::new(
+            Arc::clone(&traced.system) as Arc<dyn Actuator>,
+            description(),
+            Settings {
+                pass_trace: Some(trace),
+                ..Settings::default()
+            },
+            Arc::clone(&traced.cluster) as Arc<dyn ObjectOps>,
+            Arc::new(Claims::default()),
+        ));
+        for _ in 0..2 {
+            plain.pass().await;
+            super::flow::reconcile(Arc::new(traced.object()), Arc::clone(&ctx))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            kinds(&traced.cluster.writes()),
+            kinds(&plain.cluster.writes()),
+            "{case}"
+        );
+        assert_eq!(traced.system.calls(), plain.system.calls(), "{case}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let marks: Vec<(&str, &str)> = text
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                assert_eq!(f[2..], ["host-1", "fake", "ns/a"], "{case}: {l}");
+                (f[0], f[1])
+            })
+            .collect();
+        let what: Vec<&str> = marks.iter().map(|m| m.1).collect();
+        assert_eq!(what, ["begin", "end", "begin", "end"], "{case}");
+        assert!(marks.windows(2).all(|p| p[0].0 <= p[1].0), "{case}: {text}");
+    }
+}
+
+#[test]
+fn the_own_view_feeds_the_claims_only_when_not_sharded() {
+    use super::cache::Change;
+    use super::triggers::Triggers;
+    let mut holder = managed("a");
+    holder.data["status"] = json!({"id": "r-1"});
+    let holder = Arc::new(holder);
+    // (sharded, change, claims held after it, object to reconcile)
+    let cases = [
+        (false, Change::Applied(Arc::clone(&holder)), 1, true),
+        (true, Change::Applied(Arc::clone(&holder)), 0, true),
+        (false, Change::Deleted(Arc::clone(&holder)), 0, false),
+        (true, Change::Deleted(Arc::clone(&holder)), 1, false),
+    ];
+    for (sharded, change, held, reconciles) in cases {
+        let claims = Claims::default();
+        let triggers = Triggers::new("orchard.dev/fake");
+        // The claims index as the skeleton (sharded) or the own view (not) left it.
+        claims.observe(&holder);
+        if !matches!(change, Change::Deleted(_)) {
+            claims.forget(&holder);
+        }
+        let label = format!("sharded={sharded} {change:?}");
+        let out = super::own_change(change, &claims, &triggers, sharded);
+        assert_eq!(claims.len(), held, "{label}");
+        assert_eq!(out.is_some(), reconciles, "{label}");
+    }
+}
