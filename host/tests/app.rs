@@ -63,47 +63,9 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
     let client = kube::Client::try_default()
         .await
         .expect("the test apiserver");
-    let ns = format!(
-        "app-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-            % 1_000_000_000
-    );
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    let (namespaces, ns) = fresh_namespace(&client, "app").await;
 
-    let config = AppConfig {
-        static_plugins: vec![StaticPlugin {
-            path: support::plugin_path("orchard-fixture-echo"),
-            #[cfg(feature = "bench-native")]
-            native: false,
-        }],
-        plugin_objects: None,
-        sandbox: PluginConfig::default(),
-        compiled_cache_dir: None,
-        reconcile: ReconcileConfig {
-            namespaces: vec![ns.clone()],
-            default_resync: None,
-            concurrency: 4,
-            instance: "app-test".into(),
-            fail_point: None,
-            pass_trace: None,
-        },
-        install_crds: true,
-        admin_addr: None,
-        leader_election: None,
-        sharding: None,
-        host_namespace: ns.clone(),
-        drain_timeout: Duration::from_secs(10),
-    };
+    let config = echo_host(&ns, "app-test");
     let app = App::new(config).with_client(client.clone());
     let health = app.health();
     let shutdown = CancellationToken::new();
@@ -174,8 +136,33 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
         .unwrap();
 }
 
-/// A host config serving the echo fixture in `ns`, as replica `instance` of ring `ring`.
-fn sharded(ns: &str, instance: &str, ring: &str) -> AppConfig {
+/// A new namespace `<prefix>-<millis>`, and the API to delete it with.
+#[allow(
+    clippy::unwrap_used,
+    reason = "test support: a panic here is a failed test"
+)]
+async fn fresh_namespace(client: &kube::Client, prefix: &str) -> (Api<Namespace>, String) {
+    let ns = format!(
+        "{prefix}-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % 1_000_000_000
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    (namespaces, ns)
+}
+
+/// A host config serving the echo fixture in `ns` as `instance`.
+fn echo_host(ns: &str, instance: &str) -> AppConfig {
     AppConfig {
         static_plugins: vec![StaticPlugin {
             path: support::plugin_path("orchard-fixture-echo"),
@@ -196,13 +183,21 @@ fn sharded(ns: &str, instance: &str, ring: &str) -> AppConfig {
         install_crds: true,
         admin_addr: None,
         leader_election: None,
+        sharding: None,
+        host_namespace: ns.to_owned(),
+        drain_timeout: Duration::from_secs(10),
+    }
+}
+
+/// [`echo_host`] as replica `instance` of ring `ring`.
+fn sharded(ns: &str, instance: &str, ring: &str) -> AppConfig {
+    AppConfig {
         // Long: a hand-over faster than this did not wait for an expiry.
         sharding: Some(Sharding {
             ring: ring.into(),
             lease_duration: Duration::from_secs(30),
         }),
-        host_namespace: ns.to_owned(),
-        drain_timeout: Duration::from_secs(10),
+        ..echo_host(ns, instance)
     }
 }
 
@@ -226,22 +221,7 @@ async fn a_replica_that_leaves_gives_its_buckets_back_and_the_other_serves_them_
     let client = kube::Client::try_default()
         .await
         .expect("the test apiserver");
-    let ns = format!(
-        "app-shard-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-            % 1_000_000_000
-    );
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    let (namespaces, ns) = fresh_namespace(&client, "app-shard").await;
     let ring = "pair";
     let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
     let a = tokio::spawn(

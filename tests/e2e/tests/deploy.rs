@@ -71,18 +71,10 @@ async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants(
     let env = TestEnv::load()?;
     let chart = repo().join("deploy/helm/orchard");
     run(Command::new(helm()).arg("lint").arg(&chart))?;
-    let rendered = run(Command::new(helm())
-        .args([
-            "template",
-            "orchard",
-            "-n",
-            "orchard-system",
-            "--kube-version",
-            &env_version(&env),
-            "--set",
-            "metrics.serviceMonitor.enabled=true",
-        ])
-        .arg(&chart))?;
+    let rendered = run(&mut helm_template(
+        &env,
+        "metrics.serviceMonitor.enabled=true",
+    ))?;
     let manifests = docs(&rendered)?;
     let kinds: Vec<&str> = manifests
         .iter()
@@ -137,23 +129,8 @@ async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants(
 async fn the_helm_chart_renders_a_sharded_deployment_and_refuses_sharding_with_plugin_objects()
 -> anyhow::Result<()> {
     let env = TestEnv::load()?;
-    let chart = repo().join("deploy/helm/orchard");
-    let template = |sets: &str| {
-        let mut cmd = Command::new(helm());
-        cmd.args([
-            "template",
-            "orchard",
-            "-n",
-            "orchard-system",
-            "--kube-version",
-            &env_version(&env),
-            "--set",
-            sets,
-        ])
-        .arg(&chart);
-        cmd
-    };
-    let rendered = run(&mut template(
+    let rendered = run(&mut helm_template(
+        &env,
         "sharding.enabled=true,sharding.ring=edge,pluginObjects.enabled=false,replicas=3",
     ))?;
     let manifests = docs(&rendered)?;
@@ -185,7 +162,7 @@ async fn the_helm_chart_renders_a_sharded_deployment_and_refuses_sharding_with_p
     assert_eq!(resources, ["leases", "configmaps"], "{role}");
     server_dry_run(&env, &manifests)?;
 
-    let refused = template("sharding.enabled=true").output()?;
+    let refused = helm_template(&env, "sharding.enabled=true").output()?;
     assert!(
         !refused.status.success(),
         "sharding with Plugin objects rendered"
@@ -196,6 +173,23 @@ async fn the_helm_chart_renders_a_sharded_deployment_and_refuses_sharding_with_p
         "{stderr}"
     );
     Ok(())
+}
+
+/// `helm template` of the chart as release `orchard` in `orchard-system`, with `sets`.
+fn helm_template(env: &TestEnv, sets: &str) -> Command {
+    let mut cmd = Command::new(helm());
+    cmd.args([
+        "template",
+        "orchard",
+        "-n",
+        "orchard-system",
+        "--kube-version",
+        &env_version(env),
+        "--set",
+        sets,
+    ])
+    .arg(repo().join("deploy/helm/orchard"));
+    cmd
 }
 
 fn env_version(env: &TestEnv) -> String {
