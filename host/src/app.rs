@@ -212,6 +212,9 @@ pub struct AppConfig {
     pub host_namespace: String,
     /// How long reconciles in flight may take to finish after shutdown.
     pub drain_timeout: Duration,
+    /// Longest wait for the apiserver's answer to one request (its headers: a watch answers
+    /// at once and streams on), so that no pass, drain or hand-over hangs on a lost request.
+    pub api_timeout: Duration,
 }
 
 /// A configured host, not yet running.
@@ -282,7 +285,7 @@ impl App {
         crate::oci::ensure_crypto_provider();
         let client = match client {
             Some(client) => client,
-            None => kube::Client::try_default().await.map_err(Error::Connect)?,
+            None => connect(config.api_timeout).await?,
         };
 
         if config.sharding.is_some() && config.leader_election.is_some() {
@@ -637,6 +640,27 @@ async fn serve_shards(
     }
 }
 
+/// A client of the cluster of KUBECONFIG / the in-cluster config whose every request is cut
+/// off after `timeout` without an answer (kube's own read timeout is minutes long, for
+/// watches).
+async fn connect(timeout: Duration) -> Result<kube::Client, Error> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| Error::Connect(kube::Error::InferConfig(e)))?;
+    client_with_timeout(config, timeout).map_err(Error::Connect)
+}
+
+/// A client of `config` whose requests are cut off after `timeout` without an answer.
+pub fn client_with_timeout(
+    config: kube::Config,
+    timeout: Duration,
+) -> Result<kube::Client, kube::Error> {
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(builder
+        .with_layer(&tower::timeout::TimeoutLayer::new(timeout))
+        .build())
+}
+
 /// The plugin name a file gives (its stem, `_` as `-`).
 fn stem(path: &std::path::Path) -> String {
     path.file_stem()
@@ -683,4 +707,31 @@ async fn load(
             source,
         })?;
     Ok((actuator, description))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_request_the_apiserver_never_answers_fails_after_the_api_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepts every connection and never answers.
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        crate::oci::ensure_crypto_provider();
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = super::client_with_timeout(config, Duration::from_millis(300)).unwrap();
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(30), client.apiserver_version()).await;
+        let error = outcome
+            .expect("the request hung past the api timeout")
+            .unwrap_err();
+        assert!(error.to_string().contains("timed out"), "{error}");
+    }
 }

@@ -218,6 +218,10 @@ struct ReconcileArgs {
     /// How long reconciles in flight may take to finish after SIGTERM (e.g. 20s).
     #[arg(long, default_value = "20s", env = "ORCHARD_DRAIN_TIMEOUT", value_parser = duration)]
     drain_timeout: Duration,
+    /// Longest wait for the apiserver's answer to one request; a request cut off is retried
+    /// like any failed one (e.g. 20s).
+    #[arg(long, default_value = "20s", env = "ORCHARD_API_TIMEOUT", value_parser = duration)]
+    api_timeout: Duration,
 }
 
 /// Plugins served from `Plugin` objects.
@@ -799,6 +803,7 @@ impl RunArgs {
             }),
             host_namespace: leader.lease_namespace,
             drain_timeout: reconcile.drain_timeout,
+            api_timeout: reconcile.api_timeout,
         })
     }
 

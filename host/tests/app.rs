@@ -186,6 +186,7 @@ fn echo_host(ns: &str, instance: &str) -> AppConfig {
         sharding: None,
         host_namespace: ns.to_owned(),
         drain_timeout: Duration::from_secs(10),
+        api_timeout: Duration::from_secs(20),
     }
 }
 

@@ -75,6 +75,10 @@ struct Args {
     /// The commit measured (for the report).
     #[arg(long, default_value = "")]
     commit: String,
+    /// Orchard contenders: once all are Available, stop the host and start a new one over them,
+    /// and time until it has reconciled every object once (a restart's resync).
+    #[arg(long)]
+    restart: bool,
     /// Extra argument for every `orchard run`; repeat.
     #[arg(long = "orchard-arg", allow_hyphen_values = true)]
     orchard_flags: Vec<String>,
@@ -230,6 +234,11 @@ struct ProcStat {
     cpu_s: f64,
     rss_kib: u64,
     hwm_kib: u64,
+}
+
+/// KiB as MiB, one decimal.
+fn mib(kib: u64) -> f64 {
+    (kib as f64 / 1024.0 * 10.0).round() / 10.0
 }
 
 fn proc_stat(pid: u32) -> Option<ProcStat> {
@@ -816,7 +825,7 @@ async fn run_contender(
     let log = args.out.join(format!("{label}.log"));
     let mut process = start(args, env, contender, &ns, &log)?;
     wait_ready(&http, &mut process, contender).await?;
-    let pid = process.pid();
+    let mut pid = process.pid();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
     // The watch is established (its initial list done) before the first create.
     let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
@@ -846,7 +855,7 @@ async fn run_contender(
         .await
         .with_context(|| format!("a dry-run create of {}", resource.plural))?;
     let api_before = apiserver_requests(&client).await?;
-    let host_before = match (&process.admin, contender.is_orchard()) {
+    let mut host_before = match (&process.admin, contender.is_orchard()) {
         (Some(a), true) => host_metrics(&http, a).await?,
         _ => HostMetrics::default(),
     };
@@ -922,6 +931,64 @@ async fn run_contender(
         _ => HostMetrics::default(),
     };
     let external_created = external_count(&http, env, job, &run).await?;
+
+    // ---- restart (--restart, Orchard only): a new host over the N objects, timed until it
+    // reconciled each once.
+    let mut resync = Value::Null;
+    // CPU seconds of a host stopped by the restart, counted into the job's.
+    let mut cpu_offset = 0.0;
+    if args.restart && contender.is_orchard() {
+        let cpu_first = proc_stat(pid).unwrap_or_default().cpu_s;
+        cpu_offset = cpu_first;
+        process.stop().await;
+        let log = args.out.join(format!("{label}-restarted.log"));
+        let started_restart = Instant::now();
+        process = start(args, env, contender, &ns, &log)?;
+        pid = process.pid();
+        wait_ready(&http, &mut process, contender).await?;
+        let ready_s = started_restart.elapsed().as_secs_f64();
+        let admin = process.admin.clone().unwrap_or_default();
+        let mut peak = 0;
+        let resynced_s = loop {
+            let passes: f64 = host_metrics(&http, &admin).await?.reconciles.values().sum();
+            peak = peak.max(proc_stat(pid).unwrap_or_default().rss_kib);
+            if passes >= n as f64 {
+                break started_restart.elapsed().as_secs_f64();
+            }
+            if started_restart.elapsed() > deadline {
+                bail!(
+                    "[{label}] the restarted host reconciled {passes} of {n} objects in {deadline:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let after = proc_stat(pid).unwrap_or_default();
+        println!(
+            "[{label}] restarted: ready in {ready_s:.2} s, every object reconciled once in {resynced_s:.2} s ({:.1}/s), rss {} MiB",
+            n as f64 / resynced_s,
+            after.rss_kib / 1024
+        );
+        resync = json!({
+            "ready_s": ready_s,
+            "all_reconciled_s": resynced_s,
+            "reconciled_per_s": n as f64 / resynced_s,
+            "rss_all_reconciled_mib": mib(after.rss_kib),
+            "rss_peak_mib": mib(peak.max(after.hwm_kib)),
+            "cpu_s": after.cpu_s,
+            "cpu_s_first_process": cpu_first,
+        });
+        // The new process's counters start at zero: the job's counts are the first process's
+        // up to here plus the second's.
+        for (counts, mid) in [
+            (&mut host_before.calls, &host_mid.calls),
+            (&mut host_before.reconciles, &host_mid.reconciles),
+            (&mut host_before.errors, &host_mid.errors),
+        ] {
+            for (key, value) in mid {
+                *counts.entry(key.clone()).or_insert(0.0) -= value;
+            }
+        }
+    }
 
     // ---- delete
     let started_delete = Instant::now();
@@ -1084,7 +1151,6 @@ async fn run_contender(
         writeln!(f, "{t:.3},{phase},{a},{e}")?;
     }
 
-    let mib = |k: u64| (k as f64 / 1024.0 * 10.0).round() / 10.0;
     let ok = create.done_s.is_some()
         && delete.done_s.is_some()
         && external_created == n
@@ -1109,9 +1175,9 @@ async fn run_contender(
         "rss_all_available_mib": mib(proc_available.rss_kib),
         "rss_all_deleted_mib": mib(proc_deleted.rss_kib),
         "rss_after_settle_mib": mib(proc_settled.rss_kib),
-        "cpu_s_job": ((proc_deleted.cpu_s - proc_before.cpu_s) * 100.0).round() / 100.0,
-        "cpu_s_total": proc_settled.cpu_s,
-        "cpu_ms_per_object": ((proc_deleted.cpu_s - proc_before.cpu_s) / n as f64 * 1e4).round() / 10.0,
+        "cpu_s_job": ((proc_deleted.cpu_s + cpu_offset - proc_before.cpu_s) * 100.0).round() / 100.0,
+        "cpu_s_total": proc_settled.cpu_s + cpu_offset,
+        "cpu_ms_per_object": ((proc_deleted.cpu_s + cpu_offset - proc_before.cpu_s) / n as f64 * 1e4).round() / 10.0,
         "apiserver_requests": requests,
         "apiserver_writes_per_object": per(writes),
         "apiserver_writes_per_object_create": per(create_writes),
@@ -1128,6 +1194,7 @@ async fn run_contender(
         "reconciles_per_object": contender.is_orchard().then(|| per(reconciles.values().sum::<f64>())),
         "reconcile_errors": errors,
         "transient_errors": transient,
+        "restart": resync,
         "log": log,
         "series": csv,
     }))

@@ -20,7 +20,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// A change of one cached object.
 #[derive(Debug, Clone)]
@@ -63,6 +63,24 @@ fn message(
     }
 }
 
+/// What the pump does with an event once the reflector applied it to `store`: tells the
+/// subscribers, and marks the cache ready at the end of its first listing.
+fn forward(
+    event: &watcher::Event<DynamicObject>,
+    store: &Store<DynamicObject>,
+    resource: &ApiResource,
+    changes: &broadcast::Sender<Message>,
+    listed: &watch::Sender<bool>,
+) {
+    if matches!(event, watcher::Event::InitDone) {
+        listed.send_replace(true);
+    }
+    if let Some(message) = message(event, store, resource) {
+        // No subscriber yet is fine: they replay the store when they come.
+        let _ = changes.send(message);
+    }
+}
+
 /// Changes kept for subscribers that are momentarily behind. Each slot keeps its object alive
 /// until it is overwritten (old versions too), so the ring is kept small: a subscriber that
 /// falls further behind replays the store instead.
@@ -86,6 +104,10 @@ pub struct KindCache {
     /// The reflector's store: every object of the kind seen so far.
     pub store: Store<DynamicObject>,
     changes: broadcast::Sender<Message>,
+    /// Set once the first listing is in the store. (The store's own `wait_until_ready` wakes
+    /// only the last of several waiters — a oneshot underneath — so a second waiter, e.g. a
+    /// second plugin's controller, would sleep until its timeout.)
+    ready: watch::Receiver<bool>,
     /// The watch that fills the cache: it ends with the cache.
     pump: tokio::task::AbortHandle,
 }
@@ -195,18 +217,14 @@ impl KindCache {
         let store = writer.as_reader();
         let (reader, dyntype) = (store.clone(), resource.clone());
         let sender = changes.clone();
+        let (listed, ready) = watch::channel(false);
         let pump = watcher(api, config)
             .backoff(WatchBackoff::new())
             .modify(cut)
             .reflect(writer)
             .for_each(move |event| {
                 match event {
-                    Ok(event) => {
-                        if let Some(message) = message(&event, &reader, &dyntype) {
-                            // No subscriber yet is fine: they replay the store when they come.
-                            let _ = sender.send(message);
-                        }
-                    }
+                    Ok(event) => forward(&event, &reader, &dyntype, &sender, &listed),
                     Err(e) => tracing::warn!(kind = %kind, error = %e, "watch failed; retrying"),
                 }
                 futures::future::ready(())
@@ -215,6 +233,7 @@ impl KindCache {
             resource: resource.clone(),
             store,
             changes,
+            ready,
             pump: tokio::spawn(pump).abort_handle(),
         })
     }
@@ -231,8 +250,10 @@ impl KindCache {
     }
 
     /// Waits (at most `limit`) until the cache holds every object of its first listing.
+    /// Any number of tasks may wait at once; each is woken.
     pub async fn wait_ready(&self, limit: Duration) -> bool {
-        tokio::time::timeout(limit, self.store.wait_until_ready())
+        let mut ready = self.ready.clone();
+        tokio::time::timeout(limit, ready.wait_for(|listed| *listed))
             .await
             .is_ok_and(|r| r.is_ok())
     }
@@ -359,10 +380,41 @@ mod tests {
         tx: &broadcast::Sender<Message>,
         event: &watcher::Event<DynamicObject>,
     ) {
+        let (listed, _) = watch::channel(false);
         writer.apply_watcher_event(event);
-        if let Some(m) = message(event, &writer.as_reader(), &resource()) {
-            let _ = tx.send(m);
+        forward(event, &writer.as_reader(), &resource(), tx, &listed);
+    }
+
+    #[tokio::test]
+    async fn every_task_waiting_for_the_first_listing_is_woken_when_it_ends() {
+        let mut writer = Writer::new(resource());
+        let (changes, _) = broadcast::channel(16);
+        let (listed, ready) = watch::channel(false);
+        let cache = Arc::new(KindCache {
+            resource: resource(),
+            store: writer.as_reader(),
+            changes: changes.clone(),
+            ready,
+            pump: tokio::spawn(async {}).abort_handle(),
+        });
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let cache = Arc::clone(&cache);
+                tokio::spawn(async move { cache.wait_ready(Duration::from_secs(30)).await })
+            })
+            .collect();
+        // Every waiter is parked before the listing ends.
+        tokio::task::yield_now().await;
+        assert!(!*cache.ready.borrow());
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            writer.apply_watcher_event(&event);
+            forward(&event, &cache.store, &resource(), &changes, &listed);
         }
+        for waiter in waiters {
+            let woken = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+            assert!(woken.expect("a waiter was not woken").unwrap());
+        }
+        assert!(*cache.ready.borrow());
     }
 
     fn names(changes: &[Change]) -> Vec<String> {

@@ -421,8 +421,12 @@ pub async fn run(
     let sharded = settings.shard_selector.is_some();
     for cache in dependencies.values().chain(sharded.then_some(&everyone)) {
         // Passes read dependencies from these caches: start once they hold every object.
-        if !cache.wait_ready(Duration::from_secs(30)).await {
-            tracing::warn!(plugin = %description.name, kind = %cache.resource.kind, "dependency cache not ready after 30 s; starting anyway");
+        // Stopped meanwhile (a shard's buckets changed): a drain waits for no listing.
+        tokio::select! {
+            ready = cache.wait_ready(Duration::from_secs(30)) => if !ready {
+                tracing::warn!(plugin = %description.name, kind = %cache.resource.kind, "dependency cache not ready after 30 s; starting anyway");
+            },
+            () = stop.cancelled() => return Ok(()),
         }
     }
 
@@ -500,24 +504,14 @@ pub async fn run(
         );
     }
     settings.health.controller_started();
-    let (health, synced, stop_sync) = (
-        Arc::clone(&settings.health),
-        own.store.clone(),
-        stop.clone(),
-    );
+    let (health, synced, stop_sync) =
+        (Arc::clone(&settings.health), Arc::clone(&own), stop.clone());
     tokio::spawn(async move {
-        // Re-poll with a short timeout: the store's readiness signal wakes only the last of
-        // several waiters (the controller's own runner waits on it too).
-        while tokio::time::timeout(Duration::from_millis(200), synced.wait_until_ready())
-            .await
-            .is_err()
-        {
-            if stop_sync.is_cancelled() {
-                // Stopped before it synced (a shard's buckets changed): it counts as done.
-                break;
-            }
+        tokio::select! {
+            _ = synced.wait_ready(Duration::MAX) => tracing::debug!("controller cache synced"),
+            // Stopped before it synced (a shard's buckets changed): it counts as done.
+            () = stop_sync.cancelled() => {}
         }
-        tracing::debug!("controller cache synced");
         health.controller_synced();
     });
 

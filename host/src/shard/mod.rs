@@ -18,6 +18,10 @@
 //!   so the apiserver filters what it caches.
 //!
 //! Phases of the coordinator, each tick (a tenth of the lease duration, 200 ms – 2 s):
+//! 0. **forget** (once, at join) — clear, by compare-and-swap, what the table gives this
+//!    replica from an earlier life (a restarted container keeps its pod's name). A survivor
+//!    that saw that life's Lease expire may be about to take those buckets; only a write
+//!    orders the two, so a rejoined replica serves only what it claimed anew;
 //! 1. **members** — the live replicas: unexpired Leases of the ring, and this one;
 //! 2. **plan** — [`table::plan`] against the bucket table;
 //! 3. **claim** — take the planned buckets (compare-and-swap);
@@ -182,6 +186,7 @@ impl Shard {
             publish,
             acks,
             next_expiry: None,
+            forgotten_earlier_life: false,
         };
         let coordinating = tokio::spawn(coordinator.run(stop.clone()));
         tracing::info!(ring = %config.ring, instance = %config.instance, "joined the shard ring");
@@ -220,16 +225,19 @@ impl Shard {
             let _ = task.await;
         }
         let tables: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.config.namespace);
+        let limit = self.config.lease_duration / 3;
         for _ in 0..5 {
-            match update_table(&tables, &self.config, |t| {
+            let give_back = update_table(&tables, &self.config, |t| {
                 for b in t.held_by(&self.config.instance) {
                     t.set(b, None);
                 }
-            })
-            .await
-            {
-                Ok(_) => break,
-                Err(e) => tracing::warn!(error = %e, "could not give the buckets back; retrying"),
+            });
+            match tokio::time::timeout(limit, give_back).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not give the buckets back; retrying");
+                }
+                Err(_) => tracing::warn!("giving the buckets back timed out; retrying"),
             }
         }
         let leases: Api<Lease> = Api::namespaced(self.client, &self.config.namespace);
@@ -272,8 +280,9 @@ async fn renew(leases: &Api<Lease>, config: &ShardConfig) -> Result<(), Error> {
         })
 }
 
-/// Renews the Lease every third of its duration; fences the replica when two thirds of it
-/// passed without a renewal.
+/// Renews the Lease every third of its duration (a failed renewal is retried every tenth);
+/// fences the replica when two thirds of it passed without a renewal — also while an attempt
+/// hangs on a slow apiserver: no attempt outlives the fence.
 async fn keep_renewing(
     leases: Api<Lease>,
     config: ShardConfig,
@@ -281,24 +290,38 @@ async fn keep_renewing(
     stop: CancellationToken,
 ) {
     let every = config.lease_duration / 3;
+    let retry = config.tick();
     let fence_after = config.lease_duration * 2 / 3;
     let mut renewed = Instant::now();
+    let mut wait = every;
     loop {
-        let wait = every.min(fence_after.saturating_sub(renewed.elapsed()));
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
+            () = tokio::time::sleep(wait.min(fence_after.saturating_sub(renewed.elapsed()))) => {}
+        }
+        let left = fence_after.saturating_sub(renewed.elapsed());
+        let attempt = Instant::now();
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            outcome = tokio::time::timeout(left, renew(&leases, &config)) => outcome,
+        };
+        match outcome {
+            Ok(Ok(())) => {
+                renewed = attempt;
+                wait = every;
+                continue;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(ring = %config.ring, error = %e, "shard lease renewal failed; retrying");
+            }
+            Err(_) => tracing::warn!(ring = %config.ring, "shard lease renewal timed out"),
         }
         if renewed.elapsed() >= fence_after {
             tracing::error!(ring = %config.ring, "could not renew the shard lease in time: fencing this replica");
             fenced.cancel();
             return;
         }
-        let attempt = Instant::now();
-        match renew(&leases, &config).await {
-            Ok(()) => renewed = attempt,
-            Err(e) => tracing::warn!(error = %e, "shard lease renewal failed"),
-        }
+        wait = retry;
     }
 }
 
@@ -421,30 +444,41 @@ struct Coordinator {
     tables: Api<ConfigMap>,
     publish: watch::Sender<Assignment>,
     acks: watch::Receiver<u64>,
-    /// Time until the first live Lease of another replica expires: the coordinator looks
-    /// again right then, so a dead replica's buckets are taken the moment they may be.
-    next_expiry: Option<Duration>,
+    /// When the first live Lease of another replica expires: the coordinator looks again
+    /// right then (not a step's length later), so a dead replica's buckets are taken the
+    /// moment they may be.
+    next_expiry: Option<tokio::time::Instant>,
+    /// Phase 0 is done.
+    forgotten_earlier_life: bool,
 }
 
 impl Coordinator {
     async fn run(mut self, stop: CancellationToken) {
+        // A round never waits on one apiserver call for long (the client's own read timeout
+        // is minutes, for watches): any step may be cut short, each write being a swap.
+        let limit = self.config.lease_duration / 3;
         loop {
-            let again = match self.step().await {
-                Ok(again) => again,
-                Err(e) => {
+            let again = match tokio::time::timeout(limit, self.step()).await {
+                Ok(Ok(again)) => again,
+                Ok(Err(e)) => {
                     tracing::warn!(ring = %self.config.ring, error = %e, "shard coordination failed; retrying");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!(ring = %self.config.ring, limit_ms = limit.as_millis(), "shard coordination round timed out; retrying");
                     false
                 }
             };
             if again {
                 continue;
             }
-            let wait = self.next_expiry.map_or(self.config.tick(), |e| {
-                self.config.tick().min(e + Duration::from_millis(5))
-            });
+            let tick = tokio::time::Instant::now() + self.config.tick();
+            let wake = self
+                .next_expiry
+                .map_or(tick, |e| tick.min(e + Duration::from_millis(5)));
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep_until(wake) => {}
                 // The host drained: a release may proceed at once.
                 Ok(()) = self.acks.changed() => {}
             }
@@ -452,8 +486,9 @@ impl Coordinator {
     }
 
     /// Phase 1: the live replicas (this one always among them: it fences itself before it
-    /// could be seen as dead). Also deletes Leases long expired (replicas that are gone).
-    async fn members(&mut self) -> Result<BTreeSet<String>, Error> {
+    /// could be seen as dead), and when the first other one's Lease expires. Also
+    /// deletes Leases long expired (replicas that are gone).
+    async fn members(&self) -> Result<(BTreeSet<String>, Option<tokio::time::Instant>), Error> {
         let leases = self
             .leases
             .list(&ListParams::default().labels(&format!("{RING_LABEL}={}", self.config.ring)))
@@ -470,12 +505,14 @@ impl Coordinator {
             ))
             .unwrap_or(now);
         let mut live = BTreeSet::from([self.config.instance.clone()]);
-        self.next_expiry = None;
+        let clock = tokio::time::Instant::now();
+        let mut next_expiry: Option<tokio::time::Instant> = None;
         for lease in &leases.items {
             if let Some((holder, expires)) = expiry(lease).filter(|(_, e)| *e > now) {
                 if holder != self.config.instance {
                     let left = Duration::try_from(expires.duration_since(now)).unwrap_or_default();
-                    self.next_expiry = Some(self.next_expiry.map_or(left, |n| n.min(left)));
+                    let at = clock + left;
+                    next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
                 }
                 live.insert(holder);
             } else if live_holder(lease, forgotten).is_none()
@@ -491,15 +528,33 @@ impl Coordinator {
                     .await;
             }
         }
-        Ok(live)
+        Ok((live, next_expiry))
     }
 
     /// One tick; `Ok(true)` when it wrote the table (and should look again at once).
     async fn step(&mut self) -> Result<bool, Error> {
         let me = self.config.instance.clone();
-        // Phase 1: members.
-        let live = self.members().await?;
-        let (mut table, version) = read_table(&self.tables, &self.config).await?;
+        // Phase 0: forget.
+        if !self.forgotten_earlier_life {
+            let (mut table, version) = read_table(&self.tables, &self.config).await?;
+            let earlier = table.held_by(&me);
+            if !earlier.is_empty() {
+                for bucket in &earlier {
+                    table.set(*bucket, None);
+                }
+                if !write_table(&self.tables, &self.config, &table, &version).await? {
+                    return Ok(true);
+                }
+                tracing::info!(ring = %self.config.ring, buckets = earlier.len(), "cleared the buckets of an earlier life of this replica");
+            }
+            self.forgotten_earlier_life = true;
+        }
+        // Phase 1: members (the table is read meanwhile: one round trip, not two, between
+        // a dead replica's expiry and the claim of its buckets).
+        let (members, table) = tokio::join!(self.members(), read_table(&self.tables, &self.config));
+        let (live, next_expiry) = members?;
+        self.next_expiry = next_expiry;
+        let (mut table, version) = table?;
         // Phase 2: plan.
         let plan = table::plan(&me, &live, &table);
         // Phase 3: claim.

@@ -60,6 +60,34 @@ impl Host {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// An error when the host has exited (a fenced or crashed replica), naming the way it
+    /// ended and its log's end.
+    pub fn ensure_running(&mut self) -> anyhow::Result<()> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => bail!("the host ended ({status}): {}", self.report()),
+            Err(e) => bail!("the host's state: {e}"),
+        }
+    }
+
+    /// For a failed test: the log's path, its warnings and errors, and its last lines.
+    pub fn report(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let warnings: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR ") || l.starts_with("Error"))
+            .collect();
+        let tail = |l: &[&str], n: usize| l[l.len().saturating_sub(n)..].join("\n");
+        format!(
+            "{}\n-- its last warnings and errors:\n{}\n-- its last lines:\n{}",
+            self.log.display(),
+            tail(&warnings, 15),
+            tail(&lines, 10)
+        )
+    }
 }
 
 /// How a host finds the apiserver.

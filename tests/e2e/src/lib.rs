@@ -268,13 +268,43 @@ pub fn parse_env_file(text: &str) -> anyhow::Result<HashMap<String, String>> {
 /// ready), but the last error is reported if the deadline passes. Polls back off from 50 ms to
 /// 500 ms. Use this instead of sleeping: it waits exactly as long as needed and fails with a
 /// message naming what was awaited.
-pub async fn poll_until<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> anyhow::Result<T>
+pub async fn poll_until<T, F, Fut>(timeout: Duration, what: &str, check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    poll(timeout, Duration::from_millis(500), what, check).await
+}
+
+/// [`poll_until`] looking every `every` (no slower): where the moment a condition came true
+/// is measured.
+pub async fn poll_until_every<T, F, Fut>(
+    timeout: Duration,
+    every: Duration,
+    what: &str,
+    check: F,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    poll(timeout, every, what, check).await
+}
+
+/// Checks from 50 ms apart, the gap doubling up to `slowest`, until `check` gives a value or
+/// `timeout` passed.
+async fn poll<T, F, Fut>(
+    timeout: Duration,
+    slowest: Duration,
+    what: &str,
+    mut check: F,
+) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Option<T>>>,
 {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut interval = Duration::from_millis(50);
+    let mut interval = Duration::from_millis(50).min(slowest);
     let mut last_error = None;
     loop {
         match check().await {
@@ -290,7 +320,7 @@ where
             });
         }
         tokio::time::sleep(interval.min(deadline - now)).await;
-        interval = (interval * 2).min(Duration::from_millis(500));
+        interval = (interval * 2).min(slowest);
     }
 }
 

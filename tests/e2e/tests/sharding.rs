@@ -14,10 +14,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
-use orchard_e2e::harness::{Harness, HostSpec, has_condition};
+use orchard_e2e::harness::{Harness, Host, HostSpec, has_condition};
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, ZONE};
-use orchard_e2e::{TestEnv, poll_until};
+use orchard_e2e::{TestEnv, poll_until, poll_until_every};
 use sha2::{Digest, Sha256};
 
 const OBJECTS: usize = 1000;
@@ -50,6 +50,12 @@ async fn table(maps: &Api<ConfigMap>, ring: &str) -> anyhow::Result<Option<Vec<S
         .and_then(|d| d.get("holders").cloned())
         .unwrap_or_default();
     Ok(Some(serde_json::from_str(&text)?))
+}
+
+/// Every host's log excerpt, for a failed phase.
+fn reports(hosts: &[Host]) -> String {
+    let reports: Vec<String> = hosts.iter().map(Host::report).collect();
+    format!("host logs:\n{}", reports.join("\n"))
 }
 
 /// A pass of one replica over one object, from the pass trace.
@@ -136,15 +142,22 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
     poll_until(
         Duration::from_mins(1),
         "every bucket held, by all three replicas",
-        || async {
-            let Some(holders) = table(&maps, &ring).await? else {
-                return Ok(None);
-            };
-            let by: BTreeSet<&str> = holders.iter().map(String::as_str).collect();
-            Ok((by == REPLICAS.into_iter().collect()).then_some(()))
+        || {
+            let running = hosts.iter_mut().try_for_each(Host::ensure_running);
+            let maps = &maps;
+            let ring = &ring;
+            async move {
+                running?;
+                let Some(holders) = table(maps, ring).await? else {
+                    return Ok(None);
+                };
+                let by: BTreeSet<&str> = holders.iter().map(String::as_str).collect();
+                Ok((by == REPLICAS.into_iter().collect()).then_some(()))
+            }
         },
     )
-    .await?;
+    .await
+    .with_context(|| reports(&hosts))?;
 
     // Phase 2: 1,000 zones created by 16 parallel clients; shard-c is killed at 40 %.
     let zones = s.api(ZONE);
@@ -196,18 +209,27 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
     let victim = REPLICAS[2];
 
     // Phase 3: its buckets are taken over when its Lease expires.
-    poll_until(
+    // Looked at every 20 ms: when the survivors took over is measured below.
+    poll_until_every(
         Duration::from_secs(3 * LEASE_SECONDS),
+        Duration::from_millis(20),
         "the killed replica's buckets to be held by the survivors",
-        || async {
-            let holders = table(&maps, &ring).await?.unwrap_or_default();
-            Ok(
-                (!holders.is_empty() && holders.iter().all(|h| h != victim && !h.is_empty()))
-                    .then_some(()),
-            )
+        || {
+            let running = hosts[..2].iter_mut().try_for_each(Host::ensure_running);
+            let maps = &maps;
+            let ring = &ring;
+            async move {
+                running?;
+                let holders = table(maps, ring).await?.unwrap_or_default();
+                Ok(
+                    (!holders.is_empty() && holders.iter().all(|h| h != victim && !h.is_empty()))
+                        .then_some(()),
+                )
+            }
         },
     )
-    .await?;
+    .await
+    .with_context(|| reports(&hosts))?;
     let (takeover, seen_at) = (kill_clock.elapsed(), now_nanos());
     // A replica killed right after it renewed holds its Lease for one full duration; the
     // survivors look again the moment it expires and take its buckets in one write.
@@ -223,8 +245,9 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
         .as_nanosecond();
     let expired = u128::try_from(renewed)? + u128::from(LEASE_SECONDS) * 1_000_000_000;
     let after_expiry = Duration::from_nanos(u64::try_from(seen_at.saturating_sub(expired))?);
-    // The survivors wake at the expiry instant; what follows is three apiserver round trips
-    // (list Leases, read and swap the table) on an apiserver busy with the creates.
+    // The survivors wake at the expiry instant; what follows is two apiserver round trips
+    // (list the Leases and read the table at once, then swap the table) on an apiserver busy
+    // with the creates.
     ensure!(
         after_expiry <= Duration::from_secs(2),
         "took {after_expiry:?} after the victim's lease expired to take its buckets"
@@ -250,7 +273,8 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
             Ok((ready == OBJECTS).then_some(list.items))
         },
     )
-    .await?;
+    .await
+    .with_context(|| reports(&hosts))?;
     eprintln!(
         "all Available {:?} after the creates ended ({:?} after the kill)",
         available_clock.elapsed(),
