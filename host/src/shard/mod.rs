@@ -24,7 +24,8 @@
 //!    orders the two, so a rejoined replica serves only what it claimed anew;
 //! 1. **members** — the live replicas: unexpired Leases of the ring, and this one;
 //! 2. **plan** — [`table::plan`] against the bucket table;
-//! 3. **claim** — take the planned buckets (compare-and-swap);
+//! 3. **claim** — take the planned buckets, and hand a dead replica's others to their new
+//!    owners, in one compare-and-swap;
 //! 4. **publish** — serve the held buckets minus those to release ([`Assignment`]);
 //! 5. **release** — once the host acknowledged that publication, clear them in the table.
 
@@ -558,14 +559,12 @@ impl Coordinator {
         // Phase 2: plan.
         let plan = table::plan(&me, &live, &table);
         // Phase 3: claim.
-        if !plan.claim.is_empty() {
-            for bucket in &plan.claim {
-                table.set(*bucket, Some(&me));
-            }
+        if plan.takes() {
+            plan.apply_takes(&me, &mut table);
             if !write_table(&self.tables, &self.config, &table, &version).await? {
                 return Ok(true);
             }
-            tracing::info!(ring = %self.config.ring, claimed = plan.claim.len(), live = live.len(), "claimed buckets");
+            tracing::info!(ring = %self.config.ring, claimed = plan.claim.len(), handed = plan.hand.len(), live = live.len(), "claimed buckets");
         }
         // Phase 4: publish.
         let serving: BTreeSet<u16> = table
@@ -596,7 +595,7 @@ impl Coordinator {
             }
             return Ok(true);
         }
-        Ok(!plan.claim.is_empty())
+        Ok(plan.takes())
     }
 }
 

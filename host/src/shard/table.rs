@@ -7,9 +7,12 @@
 //! - a replica MUST stop serving a bucket (every pass over its objects ended) before it
 //!   clears the bucket in the table;
 //! - a replica MAY take a bucket that is free, or whose holder's Lease has expired (a holder
-//!   fences itself well before its Lease expires, so it serves nothing by then).
+//!   fences itself well before its Lease expires, so it serves nothing by then);
+//! - a replica MAY hand a dead holder's bucket to the live replica the ring gives it: every
+//!   survivor wakes at the same expiry, and the first swap then takes all of the dead
+//!   replica's buckets (the others' swaps, which would conflict, find nothing left to do).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::ring::{BUCKETS, Ring};
 
@@ -94,12 +97,30 @@ pub struct Plan {
     pub release: BTreeSet<u16>,
     /// Buckets the ring gives it that are free or held by a dead replica: take them.
     pub claim: BTreeSet<u16>,
+    /// Buckets held by a dead replica that the ring gives another live one: hand them over
+    /// in the same swap.
+    pub hand: BTreeMap<u16, String>,
 }
 
 impl Plan {
     /// Nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.release.is_empty() && self.claim.is_empty()
+        self.release.is_empty() && self.claim.is_empty() && self.hand.is_empty()
+    }
+
+    /// Whether it changes the table before anything is served: claims and hand-overs.
+    pub fn takes(&self) -> bool {
+        !self.claim.is_empty() || !self.hand.is_empty()
+    }
+
+    /// Writes the claims and hand-overs of `me` into `table`.
+    pub fn apply_takes(&self, me: &str, table: &mut Table) {
+        for bucket in &self.claim {
+            table.set(*bucket, Some(me));
+        }
+        for (bucket, owner) in &self.hand {
+            table.set(*bucket, Some(owner));
+        }
     }
 }
 
@@ -116,8 +137,18 @@ pub fn plan(me: &str, live: &BTreeSet<String>, table: &Table) -> Plan {
                 }
             }
             Some(holder) if live.contains(holder) => {}
-            // Free, or its holder is dead.
-            _ => {
+            // Its holder is dead: to the ring's owner, whoever that is.
+            Some(_) => match ring.owner(bucket) {
+                Some(owner) if owner == me => {
+                    plan.claim.insert(bucket);
+                }
+                Some(owner) => {
+                    plan.hand.insert(bucket, owner.to_owned());
+                }
+                None => {}
+            },
+            // Free: its ring owner takes it.
+            None => {
                 if mine {
                     plan.claim.insert(bucket);
                 }
@@ -144,13 +175,13 @@ mod tests {
                 for b in &p.release {
                     table.set(*b, None);
                 }
-                for b in &p.claim {
+                for b in p.claim.iter().chain(p.hand.keys()) {
                     assert!(
                         table.holder(*b).is_none_or(|h| !members.contains(h)),
                         "{me} took bucket {b} from a live holder"
                     );
-                    table.set(*b, Some(me));
                 }
+                p.apply_takes(me, table);
             }
         }
     }
@@ -193,6 +224,29 @@ mod tests {
         assert!(pa.claim.is_disjoint(&pb.claim));
         let taken: BTreeSet<u16> = pa.claim.union(&pb.claim).copied().collect();
         assert_eq!(taken, c_held);
+    }
+
+    #[test]
+    fn one_survivor_s_swap_gives_every_bucket_of_a_dead_holder_to_its_new_owner() {
+        let members = live(&["a", "b", "c"]);
+        let mut table = Table::default();
+        settle(&mut table, &members);
+        let (a_before, c_held) = (table.held_by("a"), table.held_by("c"));
+        let survivors = live(&["a", "b"]);
+        let pa = plan("a", &survivors, &table);
+        // a hands b its part of c's buckets, and touches no bucket of a live holder.
+        assert!(pa.hand.values().all(|owner| owner == "b"), "{pa:?}");
+        let handed: BTreeSet<u16> = pa.hand.keys().copied().collect();
+        assert!(handed.is_subset(&c_held) && pa.claim.is_subset(&c_held));
+        pa.apply_takes("a", &mut table);
+        assert!(table.held_by("c").is_empty());
+        assert!(a_before.is_subset(&table.held_by("a")));
+        let ring = Ring::new(&survivors);
+        for b in &c_held {
+            assert_eq!(table.holder(*b), ring.owner(*b), "bucket {b}");
+        }
+        // b's plan on the new table: nothing left to take.
+        assert!(!plan("b", &survivors, &table).takes());
     }
 
     #[test]
