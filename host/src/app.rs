@@ -332,6 +332,7 @@ impl App {
         metrics::global().set_leader(true);
 
         // Phase 5: install.
+        health.set_installing(true);
         if config.install_crds {
             for (_, description) in &plugins {
                 crate::crd::install(&client, description).await?;
@@ -352,6 +353,7 @@ impl App {
             base.pass_trace = Some(Arc::new(trace));
         }
         if let Some(shard) = shard {
+            health.set_installing(false);
             return serve_shards(shard, &client, &plugins, &config, &base, &shutdown).await;
         }
         let stop = shutdown.child_token();
@@ -364,6 +366,7 @@ impl App {
             &base,
             &stop,
         );
+        health.set_installing(false);
         if let Some(objects) = &config.plugin_objects {
             if config.reconcile.namespaces.len() > 1 {
                 tracing::warn!(
@@ -497,7 +500,9 @@ fn spawn_controllers(
     base: &Settings,
     stop: &CancellationToken,
 ) {
-    for namespace in reconcile.scopes() {
+    let scopes = reconcile.scopes();
+    base.health.expect_controllers(scopes.len() * plugins.len());
+    for namespace in scopes {
         for (actuator, description) in plugins {
             let settings = Settings {
                 namespace: namespace.clone(),

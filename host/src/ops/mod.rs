@@ -6,10 +6,13 @@ pub mod server;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// What `/readyz` reports: plugins loaded, and the caches of every running controller synced.
+/// What `/readyz` reports: plugins loaded, not installing CRDs, every controller spawned
+/// started, and the caches of every running controller synced.
 #[derive(Debug, Default)]
 pub struct Health {
     plugins_loaded: AtomicBool,
+    installing: AtomicBool,
+    controllers_expected: AtomicUsize,
     controllers_started: AtomicUsize,
     controllers_synced: AtomicUsize,
 }
@@ -18,6 +21,17 @@ impl Health {
     /// Every plugin is loaded and described.
     pub fn set_plugins_loaded(&self) {
         self.plugins_loaded.store(true, Ordering::SeqCst);
+    }
+
+    /// The host installs its CRDs and starts its controllers (not ready meanwhile: a client
+    /// that waits for `/readyz` may then use the kinds at once).
+    pub fn set_installing(&self, installing: bool) {
+        self.installing.store(installing, Ordering::SeqCst);
+    }
+
+    /// `n` controllers were spawned: not ready until each has started (and synced).
+    pub fn expect_controllers(&self, n: usize) {
+        self.controllers_expected.fetch_add(n, Ordering::SeqCst);
     }
 
     /// A controller started; its cache is not synced yet.
@@ -32,8 +46,38 @@ impl Health {
 
     /// Ready to serve.
     pub fn is_ready(&self) -> bool {
+        let started = self.controllers_started.load(Ordering::SeqCst);
         self.plugins_loaded.load(Ordering::SeqCst)
-            && self.controllers_synced.load(Ordering::SeqCst)
-                >= self.controllers_started.load(Ordering::SeqCst)
+            && !self.installing.load(Ordering::SeqCst)
+            && started >= self.controllers_expected.load(Ordering::SeqCst)
+            && self.controllers_synced.load(Ordering::SeqCst) >= started
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Health;
+
+    #[test]
+    fn the_host_is_ready_only_once_its_crds_are_installed_and_every_spawned_controller_synced() {
+        let health = Health::default();
+        assert!(!health.is_ready(), "before the plugins are loaded");
+        health.set_plugins_loaded();
+        // A standby (leader election) loaded its plugins and waits: ready.
+        assert!(health.is_ready());
+        health.set_installing(true);
+        assert!(!health.is_ready(), "while the CRDs are installed");
+        health.expect_controllers(2);
+        health.set_installing(false);
+        assert!(
+            !health.is_ready(),
+            "spawned controllers that have not started yet"
+        );
+        health.controller_started();
+        health.controller_started();
+        assert!(!health.is_ready(), "controllers whose caches did not sync");
+        health.controller_synced();
+        health.controller_synced();
+        assert!(health.is_ready());
     }
 }
