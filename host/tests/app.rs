@@ -385,3 +385,88 @@ async fn a_replica_that_leaves_gives_its_buckets_back_and_the_other_serves_them_
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_resync_shorter_than_a_round_every_object_still_gets_its_turn() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("info")
+        .try_init();
+    orchard::oci::ensure_crypto_provider();
+    let client = kube::Client::try_default()
+        .await
+        .expect("the test apiserver");
+    let (namespaces, ns) = fresh_namespace(&client, "app-fair").await;
+    // One pass at a time and a resync every 100 ms: far more passes come due than can be
+    // made. With kube's own bound the same few objects won every turn and the others were
+    // never resynced.
+    let mut config = echo_host(&ns, "fair");
+    config.reconcile.concurrency = 1;
+    config.reconcile.default_resync = Some(Duration::from_millis(100));
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(
+        App::new(config)
+            .with_client(client.clone())
+            .run(shutdown.clone()),
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &echoes());
+    let names: Vec<String> = (0..120).map(|i| format!("f{i}")).collect();
+    for name in &names {
+        let echo = json!({
+            "apiVersion": "fixtures.orchard.dev/v1alpha1",
+            "kind": "Echo",
+            "metadata": {"name": name},
+            "spec": {"resource": {"greeting": name}, "managedOptions": {"onDelete": "detach"}}
+        });
+        poll(
+            "the Echo to be applied",
+            Duration::from_secs(30),
+            || async {
+                api.patch(name, &PatchParams::apply("app-test"), &Patch::Apply(&echo))
+                    .await
+                    .ok()
+            },
+        )
+        .await;
+    }
+    poll(
+        "every Echo to be Available",
+        Duration::from_mins(2),
+        || async {
+            let list = api.list(&ListParams::default()).await.ok()?;
+            (list.items.iter().filter(|o| available(o)).count() == names.len()).then_some(())
+        },
+    )
+    .await;
+
+    // From now on, every object must be resynced (its lastSyncTime moves past `since`).
+    let since = jiff::Timestamp::now();
+    let resynced = |o: &DynamicObject| {
+        o.data["status"]["lastSyncTime"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .is_some_and(|t| t > since)
+    };
+    let left = poll(
+        "every Echo to be resynced",
+        Duration::from_mins(1),
+        || async {
+            let list = api.list(&ListParams::default()).await.ok()?;
+            let stale = list.items.iter().filter(|o| !resynced(o)).count();
+            (stale == 0).then_some(stale)
+        },
+    )
+    .await;
+    assert_eq!(left, 0);
+
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(Duration::from_secs(15), running)
+        .await
+        .expect("the host stops within its drain timeout: passes waiting for a turn end at once")
+        .expect("the host task does not panic");
+    assert!(stopped.is_ok(), "a clean shutdown: {stopped:?}");
+    namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .unwrap();
+}

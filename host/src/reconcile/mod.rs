@@ -247,6 +247,11 @@ pub struct Context {
     /// Object uid → connection details reported but not yet written to its Secret (the
     /// write failed): retried at its next pass, never dropped while the object lives.
     pending_details: Mutex<HashMap<String, BTreeMap<String, Vec<u8>>>>,
+    /// Turns: at most `settings.concurrency` passes at once, given in the order they came due
+    /// ([`flow::reconcile`] says why the host bounds passes, not kube's runner).
+    pub turns: tokio::sync::Semaphore,
+    /// The controller stopped: passes still waiting for a turn end at once.
+    pub stop: CancellationToken,
 }
 
 impl Context {
@@ -258,6 +263,7 @@ impl Context {
         ops: Arc<dyn ObjectOps>,
         claims: Arc<Claims>,
     ) -> Self {
+        let settings_concurrency = settings.concurrency.max(1);
         Self {
             actuator,
             names: Names::new(&description.name),
@@ -268,7 +274,16 @@ impl Context {
             claims,
             passes: Mutex::default(),
             pending_details: Mutex::default(),
+            turns: tokio::sync::Semaphore::new(usize::from(settings_concurrency)),
+            stop: CancellationToken::new(),
         }
+    }
+
+    /// The context of a controller stopped by `stop`.
+    #[must_use]
+    pub fn with_stop(mut self, stop: CancellationToken) -> Self {
+        self.stop = stop;
+        self
     }
 
     /// The plugin's name.
@@ -458,7 +473,8 @@ pub async fn run(
     };
     let mut controller =
         Controller::for_shared_stream_with(own_triggers, own.store.clone(), resource.clone())
-            .with_config(controller::Config::default().concurrency(settings.concurrency));
+            // Unbounded here: the host gives the turns, in order (`Context::turns`).
+            .with_config(controller::Config::default().concurrency(0));
     if let Some(changes) = settings.reconcile_all.clone() {
         controller = controller.reconcile_all_on(futures::stream::unfold(
             changes,
@@ -528,13 +544,16 @@ pub async fn run(
         description.name.clone(),
         dependencies.clone(),
     );
-    let ctx = Arc::new(Context::new(
-        actuator,
-        description.clone(),
-        settings.clone(),
-        Arc::new(ops),
-        claims,
-    ));
+    let ctx = Arc::new(
+        Context::new(
+            actuator,
+            description.clone(),
+            settings.clone(),
+            Arc::new(ops),
+            claims,
+        )
+        .with_stop(stop.clone()),
+    );
     let plugin = ctx.plugin().to_owned();
 
     let mut guards = Vec::new();
