@@ -49,20 +49,68 @@ fn available(obj: &DynamicObject) -> bool {
         .any(|c| c["type"] == "Available" && c["status"] == "True")
 }
 
+/// Logs to the test's output, and a client of the test apiserver.
+#[allow(
+    clippy::expect_used,
+    reason = "test support: a panic here is a failed test"
+)]
+async fn test_client() -> kube::Client {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("info")
+        .try_init();
+    orchard::oci::ensure_crypto_provider();
+    kube::Client::try_default()
+        .await
+        .expect("the test apiserver")
+}
+
+/// Applies the Echo `name` (greeting `greeting`; detached on delete: the echo fixture's
+/// resources never go away), retrying while a CRD just established is not served yet (404).
+async fn apply_echo(api: &Api<DynamicObject>, name: &str, greeting: &str) {
+    let echo = json!({
+        "apiVersion": "fixtures.orchard.dev/v1alpha1",
+        "kind": "Echo",
+        "metadata": {"name": name},
+        "spec": {"resource": {"greeting": greeting}, "managedOptions": {"onDelete": "detach"}}
+    });
+    poll(
+        "the Echo to be applied",
+        Duration::from_secs(30),
+        || async {
+            api.patch(name, &PatchParams::apply("app-test"), &Patch::Apply(&echo))
+                .await
+                .ok()
+        },
+    )
+    .await;
+}
+
+/// Cancels `shutdown` and asserts that the host `running` stops cleanly within its drain.
+#[allow(
+    clippy::expect_used,
+    reason = "test support: a panic here is a failed test"
+)]
+async fn stop_host(
+    shutdown: &CancellationToken,
+    running: tokio::task::JoinHandle<Result<(), orchard::app::Error>>,
+    why: &str,
+) {
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(Duration::from_secs(15), running)
+        .await
+        .unwrap_or_else(|_| panic!("the host stops within its drain timeout{why}"))
+        .expect("the host task does not panic");
+    assert!(stopped.is_ok(), "a clean shutdown: {stopped:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_cancelled() {
     assert!(
         std::env::var_os("ORCHARD_APISERVER_URL").is_some(),
         "needs the test environment: `bash tests/env/testenv.sh up`, then source its env file"
     );
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("info")
-        .try_init();
-    orchard::oci::ensure_crypto_provider();
-    let client = kube::Client::try_default()
-        .await
-        .expect("the test apiserver");
+    let client = test_client().await;
     let (namespaces, ns) = fresh_namespace(&client, "app").await;
 
     let config = echo_host(&ns, "app-test");
@@ -76,29 +124,7 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
     })
     .await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &echoes());
-    let echo = json!({
-        "apiVersion": "fixtures.orchard.dev/v1alpha1",
-        "kind": "Echo",
-        "metadata": {"name": "in-process"},
-        // The echo fixture's resources never go away (get-by-id answers from its arguments):
-        // detach, so that deleting the object only removes the finalizer.
-        "spec": {"resource": {"greeting": "hello"}, "managedOptions": {"onDelete": "detach"}}
-    });
-    // A CRD just established may not be served for a moment yet (404): retry then.
-    poll(
-        "the Echo to be applied",
-        Duration::from_secs(30),
-        || async {
-            api.patch(
-                "in-process",
-                &PatchParams::apply("app-test"),
-                &Patch::Apply(&echo),
-            )
-            .await
-            .ok()
-        },
-    )
-    .await;
+    apply_echo(&api, "in-process", "hello").await;
     poll(
         "the Echo to be Available",
         Duration::from_secs(30),
@@ -124,12 +150,7 @@ async fn an_app_started_in_process_serves_its_kind_and_drains_when_its_token_is_
         "the host runs until its token is cancelled"
     );
 
-    shutdown.cancel();
-    let stopped = tokio::time::timeout(Duration::from_secs(15), running)
-        .await
-        .expect("the host stops within its drain timeout")
-        .expect("the host task does not panic");
-    assert!(stopped.is_ok(), "a clean shutdown: {stopped:?}");
+    stop_host(&shutdown, running, "").await;
     namespaces
         .delete(&ns, &DeleteParams::default())
         .await
@@ -214,14 +235,7 @@ async fn holders(client: &kube::Client, ns: &str, ring: &str) -> Option<Vec<Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_leaves_gives_its_buckets_back_and_the_other_serves_them_at_once() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("info")
-        .try_init();
-    orchard::oci::ensure_crypto_provider();
-    let client = kube::Client::try_default()
-        .await
-        .expect("the test apiserver");
+    let client = test_client().await;
     let (namespaces, ns) = fresh_namespace(&client, "app-shard").await;
     let ring = "pair";
     let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
@@ -261,25 +275,8 @@ async fn a_replica_that_leaves_gives_its_buckets_back_and_the_other_serves_them_
     // Objects in both replicas' buckets become Available, each labelled with its bucket.
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &echoes());
     let names: Vec<String> = (0..12).map(|i| format!("e{i}")).collect();
-    let apply = |name: String| {
-        let api = api.clone();
-        async move {
-            let echo = json!({
-                "apiVersion": "fixtures.orchard.dev/v1alpha1",
-                "kind": "Echo",
-                "metadata": {"name": name},
-                "spec": {"resource": {"greeting": name}, "managedOptions": {"onDelete": "detach"}}
-            });
-            api.patch(&name, &PatchParams::apply("app-test"), &Patch::Apply(&echo))
-                .await
-                .ok()
-        }
-    };
     for name in &names {
-        poll("the Echo to be applied", Duration::from_secs(30), || {
-            apply(name.clone())
-        })
-        .await;
+        apply_echo(&api, name, name).await;
     }
     let bucket =
         |name: &str| orchard::shard::ring::bucket_of("fixtures.orchard.dev", "Echo", &ns, name);
@@ -341,12 +338,7 @@ async fn a_replica_that_leaves_gives_its_buckets_back_and_the_other_serves_them_
         .map(|i| format!("late{i}"))
         .find(|n| split[usize::from(bucket(n))] == "replica-a")
         .expect("a name in replica-a's buckets");
-    poll(
-        "the late Echo to be applied",
-        Duration::from_secs(30),
-        || apply(orphan.clone()),
-    )
-    .await;
+    apply_echo(&api, &orphan, &orphan).await;
     poll(
         "the late Echo to be Available",
         Duration::from_mins(1),
@@ -388,14 +380,7 @@ async fn a_replica_that_leaves_gives_its_buckets_back_and_the_other_serves_them_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_a_resync_shorter_than_a_round_every_object_still_gets_its_turn() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("info")
-        .try_init();
-    orchard::oci::ensure_crypto_provider();
-    let client = kube::Client::try_default()
-        .await
-        .expect("the test apiserver");
+    let client = test_client().await;
     let (namespaces, ns) = fresh_namespace(&client, "app-fair").await;
     // One pass at a time and a resync every 100 ms: far more passes come due than can be
     // made. With kube's own bound the same few objects won every turn and the others were
@@ -412,22 +397,7 @@ async fn under_a_resync_shorter_than_a_round_every_object_still_gets_its_turn() 
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &echoes());
     let names: Vec<String> = (0..120).map(|i| format!("f{i}")).collect();
     for name in &names {
-        let echo = json!({
-            "apiVersion": "fixtures.orchard.dev/v1alpha1",
-            "kind": "Echo",
-            "metadata": {"name": name},
-            "spec": {"resource": {"greeting": name}, "managedOptions": {"onDelete": "detach"}}
-        });
-        poll(
-            "the Echo to be applied",
-            Duration::from_secs(30),
-            || async {
-                api.patch(name, &PatchParams::apply("app-test"), &Patch::Apply(&echo))
-                    .await
-                    .ok()
-            },
-        )
-        .await;
+        apply_echo(&api, name, name).await;
     }
     poll(
         "every Echo to be Available",
@@ -459,12 +429,12 @@ async fn under_a_resync_shorter_than_a_round_every_object_still_gets_its_turn() 
     .await;
     assert_eq!(left, 0);
 
-    shutdown.cancel();
-    let stopped = tokio::time::timeout(Duration::from_secs(15), running)
-        .await
-        .expect("the host stops within its drain timeout: passes waiting for a turn end at once")
-        .expect("the host task does not panic");
-    assert!(stopped.is_ok(), "a clean shutdown: {stopped:?}");
+    stop_host(
+        &shutdown,
+        running,
+        ": passes waiting for a turn end at once",
+    )
+    .await;
     namespaces
         .delete(&ns, &DeleteParams::default())
         .await

@@ -489,18 +489,21 @@ impl World {
     fn sharing(system: System, obj: DynamicObject, claims: Arc<Claims>) -> Self {
         let system = Arc::new(system);
         let cluster = Arc::new(Cluster::new(obj));
-        let ctx = Context::new(
-            Arc::clone(&system) as Arc<dyn Actuator>,
-            description(),
-            Settings::default(),
-            Arc::clone(&cluster) as Arc<dyn ObjectOps>,
-            claims,
-        );
+        let ctx = context(&system, &cluster, Settings::default(), claims);
         Self {
             system,
             cluster,
             ctx,
         }
+    }
+    /// Another context over this world's plugin and cluster, with `settings`.
+    fn context(&self, settings: Settings) -> Arc<Context> {
+        Arc::new(context(
+            &self.system,
+            &self.cluster,
+            settings,
+            Arc::new(Claims::default()),
+        ))
     }
     /// One pass over the object as the cluster has it now; the watch then shows the result.
     async fn pass(&self) -> (Pass, Next) {
@@ -522,6 +525,21 @@ impl World {
             );
         });
     }
+}
+
+fn context(
+    system: &Arc<System>,
+    cluster: &Arc<Cluster>,
+    settings: Settings,
+    claims: Arc<Claims>,
+) -> Context {
+    Context::new(
+        Arc::clone(system) as Arc<dyn Actuator>,
+        description(),
+        settings,
+        Arc::clone(cluster) as Arc<dyn ObjectOps>,
+        claims,
+    )
 }
 
 fn base64_of(text: &str) -> String {
@@ -2030,16 +2048,10 @@ async fn the_pass_trace_brackets_every_pass_and_changes_no_write_or_call() {
         let (plain, traced) = (World::new(managed("a")), World::new(managed("a")));
         setup(&plain);
         setup(&traced);
-        let ctx = Arc::new(Context::new(
-            Arc::clone(&traced.system) as Arc<dyn Actuator>,
-            description(),
-            Settings {
-                pass_trace: Some(trace),
-                ..Settings::default()
-            },
-            Arc::clone(&traced.cluster) as Arc<dyn ObjectOps>,
-            Arc::new(Claims::default()),
-        ));
+        let ctx = traced.context(Settings {
+            pass_trace: Some(trace),
+            ..Settings::default()
+        });
         for _ in 0..2 {
             plain.pass().await;
             super::flow::reconcile(Arc::new(traced.object()), Arc::clone(&ctx))
@@ -2093,5 +2105,56 @@ fn the_own_view_feeds_the_claims_only_when_not_sharded() {
         let out = super::own_change(change, &claims, &triggers, sharded);
         assert_eq!(claims.len(), held, "{label}");
         assert_eq!(out.is_some(), reconciles, "{label}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Turns
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_pass_waits_for_its_turn_and_one_stopped_before_it_makes_no_call_and_no_write() {
+    // (case, freed: the turn is given back, else the controller stops)
+    for (case, freed) in [("the turn is freed", true), ("the controller stops", false)] {
+        let (plain, w) = (World::new(managed("a")), World::new(managed("a")));
+        plain.pass().await;
+        let ctx = w.context(Settings {
+            concurrency: 1,
+            ..Settings::default()
+        });
+        let held = ctx.turns.try_acquire().unwrap();
+        let pass = tokio::spawn(super::flow::reconcile(
+            Arc::new(w.object()),
+            Arc::clone(&ctx),
+        ));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!pass.is_finished(), "{case}: a pass without a turn waits");
+        assert!(w.cluster.writes().is_empty(), "{case}");
+        assert!(w.system.calls().is_empty(), "{case}");
+        if freed {
+            drop(held);
+        } else {
+            ctx.stop.cancel();
+        }
+        let action = pass.await.unwrap().unwrap();
+        if freed {
+            // The pass made in its turn is the pass made without waiting.
+            assert_eq!(
+                kinds(&w.cluster.writes()),
+                kinds(&plain.cluster.writes()),
+                "{case}"
+            );
+            assert_eq!(w.system.calls(), plain.system.calls(), "{case}");
+        } else {
+            assert_eq!(
+                action,
+                kube::runtime::controller::Action::await_change(),
+                "{case}"
+            );
+            assert!(w.cluster.writes().is_empty(), "{case}");
+            assert!(w.system.calls().is_empty(), "{case}");
+        }
     }
 }
