@@ -5,11 +5,11 @@
 //! - `orchard_wasm_call_duration_seconds{plugin,function,outcome}`;
 //! - `orchard_wasm_instances_total{plugin}`: instances made (one per pass, plus one after each
 //!   failed call);
-//! - `orchard_queue_depth{plugin}`: objects waiting for a scheduled reconcile;
+//! - `orchard_queue_depth{plugin}`: objects in the plugin's work queue (due, being passed,
+//!   or waiting for a requeue, poll or resync);
 //! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -69,8 +69,6 @@ pub struct Metrics {
     queue_depth: Family<PluginLabels, Gauge>,
     load_failures: Family<PluginLabels, Counter>,
     leader: Gauge,
-    /// plugin → objects with a pass scheduled (the gauge is each set's length: O(1)).
-    queued: Mutex<HashMap<String, HashSet<String>>>,
 }
 
 /// The process's metrics.
@@ -137,7 +135,6 @@ impl Metrics {
             queue_depth,
             load_failures,
             leader,
-            queued: Mutex::default(),
         }
     }
 
@@ -188,19 +185,8 @@ impl Metrics {
             .inc();
     }
 
-    /// Whether `object` of `plugin` waits for a scheduled reconcile.
-    pub fn set_queued(&self, plugin: &str, object: &str, queued: bool) {
-        let mut sets = self
-            .queued
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let set = sets.entry(plugin.to_owned()).or_default();
-        if queued {
-            set.insert(object.to_owned())
-        } else {
-            set.remove(object)
-        };
-        let depth = set.len();
+    /// The objects `plugin`'s work queue holds: due, being passed, or waiting for a time.
+    pub fn set_queue_depth(&self, plugin: &str, depth: usize) {
         self.queue_depth
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),

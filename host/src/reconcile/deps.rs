@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::reflector::Store;
@@ -22,8 +21,10 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::Error;
+use super::cache::CachedObject;
 use super::envelope::Envelope;
 use super::ops::ObjectOps;
+use super::queue::Key;
 use crate::actuator::{Dependency, Description, Progress, WaitEvent};
 use crate::reconcile::StoredMeta;
 
@@ -43,7 +44,11 @@ pub fn secret_resource() -> ApiResource {
 
 /// The name an object's spec gives for each dependency kind: `(kind, name)` pairs.
 pub fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)> {
-    let spec = &obj.data["spec"];
+    references_in(d, &obj.data["spec"])
+}
+
+/// The `(kind, name)` pairs `spec` names (see [`references`]).
+pub fn references_in(d: &Description, spec: &Value) -> Vec<(String, String)> {
     let mut refs: Vec<(String, String)> = d
         .dependencies
         .iter()
@@ -65,17 +70,17 @@ pub fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)>
 /// Objects in `store` that use `dep` (of `kind`), leaving out those `dep` owns.
 pub fn dependents(
     d: &Description,
-    store: &Store<DynamicObject>,
+    store: &Store<CachedObject>,
     kind: &str,
     dep: &DynamicObject,
-) -> Vec<Arc<DynamicObject>> {
+) -> Vec<Key> {
     let (ns, name, uid) = (dep.namespace(), dep.name_any(), dep.uid());
     store
         .state()
         .into_iter()
         .filter(|o| o.namespace() == ns)
         .filter(|o| {
-            references(d, o)
+            references_in(d, &o.spec)
                 .iter()
                 .any(|(k, n)| k == kind && *n == name)
         })
@@ -84,6 +89,7 @@ pub fn dependents(
                 .iter()
                 .any(|r| Some(&r.uid) == uid.as_ref())
         })
+        .map(|o| Key::of(&*o))
         .collect()
 }
 

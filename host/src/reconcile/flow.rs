@@ -27,7 +27,6 @@ use std::time::Duration;
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
-use kube::runtime::controller::Action;
 use rand::Rng;
 use tracing::Instrument;
 
@@ -62,47 +61,14 @@ pub enum Next {
     After(Duration),
 }
 
-impl From<Next> for Action {
-    fn from(next: Next) -> Self {
-        match next {
-            Next::Wait => Action::await_change(),
-            Next::After(delay) => Action::requeue(delay),
-        }
-    }
-}
-
-/// The entry point kube-runtime calls for every object of the kind: a pass once its turn
-/// comes.
-///
-/// The host, not kube's runner, bounds the passes in flight. kube's runner (told to run any
-/// number) starts every due object at once, and each waits here for one of
-/// `Settings::concurrency` turns, handed out first come, first served (tokio's semaphore is
-/// fair): in the order the passes came due. kube's own bound instead parks the due objects it
-/// cannot start in a `HashSet` and starts them in hash order, so under a steady load (a resync
-/// period shorter than a round through every object) the same objects win every time and the
-/// others are never passed: measured, 310 of 1,500 zones resynced, the rest not in minutes.
-/// A waiting pass is small (the pass itself is boxed, made only once its turn comes) and
-/// ends at once when the controller stops.
-pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _turn = tokio::select! {
-        turn = ctx.turns.acquire() => match turn {
-            Ok(turn) => turn,
-            // Closed: never (the semaphore lives with the context).
-            Err(_) => return Ok(Action::await_change()),
-        },
-        // Stopped before its turn: the next controller (a new assignment, the next leader)
-        // passes the object anyway when it lists the kind.
-        () = ctx.stop.cancelled() => return Ok(Action::await_change()),
-    };
-    Box::pin(pass(obj, Arc::clone(&ctx))).await
-}
-
-/// A pass in its turn, with its metrics, trace and span.
-async fn pass(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// The entry point the controller's workers call for every object of the kind: one pass,
+/// with its metrics, trace and span. The pass's future is large (every phase's state); a
+/// worker makes one at a time, and a waiting object is only a key in the queue
+/// ([`super::queue`]).
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Next, Error> {
     let span = tracing::info_span!("reconcile", plugin = ctx.plugin(), object = %obj.name_any(), namespace = %obj.stored_namespace());
     let metrics = crate::ops::metrics::global();
     let key = format!("{}/{}", obj.stored_namespace(), obj.name_any());
-    metrics.set_queued(ctx.plugin(), &key, false);
     let started = std::time::Instant::now();
     let trace = ctx.settings.pass_trace.as_deref();
     if let Some(trace) = trace {
@@ -126,11 +92,7 @@ async fn pass(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Erro
         result,
         started.elapsed(),
     );
-    let next = outcome.map(|(_, next)| next)?;
-    // An object with a pass scheduled is "queued"; one that waits for a watch event is not
-    // (so a deleted object leaves nothing behind).
-    metrics.set_queued(ctx.plugin(), &key, next != Next::Wait);
-    Ok(next.into())
+    outcome.map(|(_, next)| next)
 }
 
 /// One pass: what it found and what comes next. `Err` only when the Kubernetes API failed

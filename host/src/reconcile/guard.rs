@@ -7,14 +7,15 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::cache::{Change, KindCache};
+use super::cache::{CachedObject, Change, KindCache};
 use super::deps::{apply_guard, dependents, references};
+use super::queue::{Key, WorkQueue};
 use super::{Error, Names, has_finalizer};
 use crate::actuator::Description;
 use crate::reconcile::StoredMeta;
@@ -32,80 +33,86 @@ pub struct Guard {
     /// API resource of the dependency kind.
     pub resource: ApiResource,
     /// The plugin's own objects (the dependents), as cached.
-    pub dependents: Store<DynamicObject>,
+    pub dependents: Store<CachedObject>,
 }
 
 /// Runs the guard until `shutdown`: triggered by the dependency kind's changes and by those
-/// of the plugin's own objects (a dependent that goes may free its dependency).
+/// of the plugin's own objects (a dependent that goes may free its dependency). One worker:
+/// guards are few, and their passes are short.
 pub async fn run(
     guard: Guard,
     dependencies: Arc<KindCache>,
     own: Arc<KindCache>,
     shutdown: CancellationToken,
 ) {
-    let (d, k, r) = (
-        guard.description.clone(),
-        guard.kind.clone(),
-        guard.resource.clone(),
-    );
-    let deps = dependencies.subscribe().filter_map(|change| {
-        futures::future::ready(match change {
-            Change::Applied(dep) => Some(dep),
-            Change::Deleted(_) => None,
-        })
+    let queue = WorkQueue::default();
+    let (d, k) = (guard.description.clone(), guard.kind.clone());
+    let feed_deps = dependencies.subscribe().for_each(|change| {
+        match change {
+            Change::Applied(dep) => queue.trigger(Key::of(&*dep)),
+            Change::Deleted(dep) => queue.forget(&Key::of(&*dep)),
+        }
+        futures::future::ready(())
     });
-    let dependents = own.subscribe().map(|change| match change {
-        Change::Applied(obj) | Change::Deleted(obj) => obj,
+    let feed_dependents = own.subscribe().for_each(|change| {
+        let (Change::Applied(obj) | Change::Deleted(obj)) = change;
+        let namespace = obj.stored_namespace();
+        for (_, name) in references(&d, &obj)
+            .into_iter()
+            .filter(|(kind, _)| *kind == k)
+        {
+            queue.trigger(Key {
+                namespace: namespace.clone(),
+                name,
+            });
+        }
+        futures::future::ready(())
     });
-    let controller = Controller::for_shared_stream_with(
-        deps,
-        dependencies.store.clone(),
-        guard.resource.clone(),
-    )
-    .watches_shared_stream_with(
-        dependents,
-        move |obj| {
-            let ns = obj.stored_namespace();
-            references(&d, &obj)
-                .into_iter()
-                .filter(|(kind, _)| *kind == k)
-                .map(|(_, name)| ObjectRef::new_with(&name, r.clone()).within(&ns))
-                .collect::<Vec<_>>()
-        },
-        own.resource.clone(),
-    )
-    .graceful_shutdown_on(async move { shutdown.cancelled().await });
-    controller
-        .run(
-            release,
-            |_, _, _| Action::requeue(Duration::from_secs(5)),
-            Arc::new(guard),
-        )
-        .for_each(|_| async {})
-        .await;
+    let work = async {
+        while let Some(key) = queue.next(&shutdown).await {
+            let next = match dependencies.get(&key.namespace, &key.name) {
+                None => None,
+                Some(dep) => match release(&dep, &guard).await {
+                    Ok(next) => next,
+                    Err(e) => {
+                        tracing::warn!(plugin = %guard.description.name, kind = %guard.kind, dependency = %key, error = %e, "releasing a deletion guard failed");
+                        Some(Duration::from_secs(5))
+                    }
+                },
+            };
+            queue.done(key, next.map(|delay| Instant::now() + delay));
+        }
+    };
+    let feeding = async {
+        tokio::select! {
+            _ = futures::future::join(feed_deps, feed_dependents) => {}
+            () = shutdown.cancelled() => {}
+        }
+    };
+    tokio::join!(work, queue.run_timers(&shutdown), feeding);
 }
 
 /// Removes our guard finalizer from a dependency being deleted once nothing uses it.
-async fn release(dep: Arc<DynamicObject>, g: Arc<Guard>) -> Result<Action, Error> {
-    if dep.metadata.deletion_timestamp.is_none() || !has_finalizer(&*dep, &g.names.guard_finalizer)
-    {
-        return Ok(Action::await_change());
+/// What comes next: another look after a delay, or nothing until a change.
+async fn release(dep: &DynamicObject, g: &Guard) -> Result<Option<Duration>, Error> {
+    if dep.metadata.deletion_timestamp.is_none() || !has_finalizer(dep, &g.names.guard_finalizer) {
+        return Ok(None);
     }
-    let users = dependents(&g.description, &g.dependents, &g.kind, &dep);
+    let users = dependents(&g.description, &g.dependents, &g.kind, dep);
     if !users.is_empty() {
         // The cache may not have seen a dependent's deletion yet: look again soon rather than
         // wait for an event that may already have passed.
         tracing::debug!(plugin = %g.description.name, dependency = %dep.name_any(), users = users.len(), "dependency still in use");
-        return Ok(Action::requeue(Duration::from_secs(1)));
+        return Ok(Some(Duration::from_secs(1)));
     }
     tracing::info!(plugin = %g.description.name, kind = %g.kind, dependency = %dep.name_any(), "releasing deletion guard");
     apply_guard(
         &g.client,
         &g.resource,
         &g.names.guard_manager,
-        &dep,
+        dep,
         json!([]),
     )
     .await?;
-    Ok(Action::await_change())
+    Ok(None)
 }

@@ -1,4 +1,4 @@
-//! The generic reconciler: one kube-runtime controller per plugin kind, ORC's semantics.
+//! The generic reconciler: one controller per plugin kind, ORC's semantics.
 //!
 //! Modules, dependencies pointing down the list:
 //! - [`flow`]: one pass over one object (skip, the flow, status, marker, what next);
@@ -9,6 +9,7 @@
 //! - [`envelope`]: the spec envelope, decoded once per pass;
 //! - [`ops`]: the seam below the flows — every read and write of Kubernetes objects;
 //! - [`triggers`]: which watch events start a pass (never the host's own writes);
+//! - [`queue`]: the kind's work queue: which objects are due, first come first served;
 //! - [`guard`]: the deletion-guard controller of a dependency kind;
 //! - [`cache`]: one cache per kind for the whole host, shared by every controller.
 //!
@@ -25,6 +26,7 @@ pub mod flow;
 pub mod guard;
 pub mod normal;
 pub mod ops;
+pub mod queue;
 pub mod status;
 pub mod trace;
 pub mod triggers;
@@ -36,8 +38,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -46,6 +46,7 @@ use crate::actuator::{Actuator, Description};
 use cache::{Change, KindCache};
 use claims::Claims;
 use ops::{KubeOps, ObjectOps};
+use queue::{Key, WorkQueue};
 use triggers::Triggers;
 
 pub use envelope::parse_duration;
@@ -247,11 +248,6 @@ pub struct Context {
     /// Object uid → connection details reported but not yet written to its Secret (the
     /// write failed): retried at its next pass, never dropped while the object lives.
     pending_details: Mutex<HashMap<String, BTreeMap<String, Vec<u8>>>>,
-    /// Turns: at most `settings.concurrency` passes at once, given in the order they came due
-    /// ([`flow::reconcile`] says why the host bounds passes, not kube's runner).
-    pub turns: tokio::sync::Semaphore,
-    /// The controller stopped: passes still waiting for a turn end at once.
-    pub stop: CancellationToken,
 }
 
 impl Context {
@@ -263,7 +259,6 @@ impl Context {
         ops: Arc<dyn ObjectOps>,
         claims: Arc<Claims>,
     ) -> Self {
-        let settings_concurrency = settings.concurrency.max(1);
         Self {
             actuator,
             names: Names::new(&description.name),
@@ -274,16 +269,7 @@ impl Context {
             claims,
             passes: Mutex::default(),
             pending_details: Mutex::default(),
-            turns: tokio::sync::Semaphore::new(usize::from(settings_concurrency)),
-            stop: CancellationToken::new(),
         }
-    }
-
-    /// The context of a controller stopped by `stop`.
-    #[must_use]
-    pub fn with_stop(mut self, stop: CancellationToken) -> Self {
-        self.stop = stop;
-        self
     }
 
     /// The plugin's name.
@@ -448,10 +434,6 @@ pub async fn run(
     // The kind's triggers and claims index, fed by its cache's changes.
     let claims = Arc::new(Claims::default());
     let triggers = Arc::new(Triggers::new(&names.finalizer));
-    let (c, t) = (Arc::clone(&claims), Arc::clone(&triggers));
-    let own_triggers = own
-        .subscribe()
-        .filter_map(move |change| futures::future::ready(own_change(change, &c, &t, sharded)));
     // Sharded: the claims index is fed from the skeleton of every object of the kind.
     let (c, stop_claims) = (Arc::clone(&claims), stop.clone());
     let every_claim = sharded.then(|| everyone.subscribe());
@@ -471,36 +453,54 @@ pub async fn run(
             () = stop_claims.cancelled() => {}
         }
     };
-    let mut controller =
-        Controller::for_shared_stream_with(own_triggers, own.store.clone(), resource.clone())
-            // Unbounded here: the host gives the turns, in order (`Context::turns`).
-            .with_config(controller::Config::default().concurrency(0));
-    if let Some(changes) = settings.reconcile_all.clone() {
-        controller = controller.reconcile_all_on(futures::stream::unfold(
-            changes,
-            |mut changes| async move {
-                changes.changed().await.ok()?;
-                Some(((), changes))
-            },
-        ));
+    // The kind's work queue, fed by its own changes, its dependencies' and hot swaps.
+    let queue = Arc::new(WorkQueue::default());
+    let mut feeds: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
+    {
+        let (q, c, t) = (
+            Arc::clone(&queue),
+            Arc::clone(&claims),
+            Arc::clone(&triggers),
+        );
+        feeds.push(Box::pin(own.subscribe().for_each(move |change| {
+            if let Change::Deleted(obj) = &change {
+                q.forget(&Key::of(&**obj));
+            }
+            if let Some(obj) = own_change(change, &c, &t, sharded) {
+                q.trigger(Key::of(&*obj));
+            }
+            futures::future::ready(())
+        })));
+    }
+    if let Some(mut changes) = settings.reconcile_all.clone() {
+        let (q, store) = (Arc::clone(&queue), own.store.clone());
+        feeds.push(Box::pin(async move {
+            while changes.changed().await.is_ok() {
+                for obj in store.state() {
+                    q.trigger(Key::of(&*obj));
+                }
+            }
+        }));
     }
     for (kind, cache) in &dependencies {
-        let (d, own_resource, store, kind) = (
+        let (d, store, kind, q) = (
             description.clone(),
-            resource.clone(),
             own.store.clone(),
             kind.clone(),
+            Arc::clone(&queue),
         );
-        let seen: Mutex<HashMap<String, String>> = Mutex::default();
+        // uid → a hash of its input key: a zone's key holds its observed state, kept for
+        // every zone by every plugin that depends on zones.
+        let seen: Mutex<HashMap<String, u64>> = Mutex::default();
         let changed = cache.subscribe().filter_map(move |change| {
             let mut seen = seen
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             futures::future::ready(match change {
                 Change::Applied(dep) => {
-                    let key = deps::input_key(&dep);
+                    let key = fingerprint(&deps::input_key(&dep));
                     let uid = dep.stored_uid();
-                    (seen.insert(uid, key.clone()).as_ref() != Some(&key)).then_some(dep)
+                    (seen.insert(uid, key) != Some(key)).then_some(dep)
                 }
                 Change::Deleted(dep) => {
                     seen.remove(&dep.stored_uid());
@@ -508,16 +508,12 @@ pub async fn run(
                 }
             })
         });
-        controller = controller.watches_shared_stream_with(
-            changed,
-            move |dep| {
-                deps::dependents(&d, &store, &kind, &dep)
-                    .iter()
-                    .map(|o| object_ref(o, &own_resource))
-                    .collect::<Vec<_>>()
-            },
-            cache.resource.clone(),
-        );
+        feeds.push(Box::pin(changed.for_each(move |dep| {
+            for key in deps::dependents(&d, &store, &kind, &dep) {
+                q.trigger(key);
+            }
+            futures::future::ready(())
+        })));
     }
     settings.health.controller_started();
     let (health, synced, stop_sync) =
@@ -544,16 +540,13 @@ pub async fn run(
         description.name.clone(),
         dependencies.clone(),
     );
-    let ctx = Arc::new(
-        Context::new(
-            actuator,
-            description.clone(),
-            settings.clone(),
-            Arc::new(ops),
-            claims,
-        )
-        .with_stop(stop.clone()),
-    );
+    let ctx = Arc::new(Context::new(
+        actuator,
+        description.clone(),
+        settings.clone(),
+        Arc::new(ops),
+        claims,
+    ));
     let plugin = ctx.plugin().to_owned();
 
     let mut guards = Vec::new();
@@ -588,16 +581,26 @@ pub async fn run(
             stop.clone(),
         ));
     }
-    let stop_main = stop.clone();
-    let main = controller
-        .graceful_shutdown_on(async move { stop_main.cancelled().await })
-        .run(flow::reconcile, error_policy, Arc::clone(&ctx))
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "reconcile stream error");
+    let feeding = {
+        let stop = stop.clone();
+        async move {
+            tokio::select! {
+                _ = futures::future::join_all(feeds) => {}
+                () = stop.cancelled() => {}
             }
-        })
-        .instrument(tracing::info_span!("controller", plugin = %plugin));
+        }
+    };
+    let workers = (0..settings.concurrency.max(1))
+        .map(|_| work(&queue, &own, &ctx, &stop))
+        .collect::<Vec<_>>();
+    let main = async {
+        tokio::join!(
+            futures::future::join_all(workers),
+            queue.run_timers(&stop),
+            feeding
+        );
+    }
+    .instrument(tracing::info_span!("controller", plugin = %plugin));
     tokio::join!(main, futures::future::join_all(guards), claims_feed);
     stop.cancel();
     Ok(())
@@ -629,21 +632,40 @@ fn own_change(
     }
 }
 
+/// A hash of `text` (stable within one process).
+fn fingerprint(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// One worker of a kind: passes the objects the queue gives it, one at a time, until the
+/// controller stops (a pass in flight ends first).
+async fn work(queue: &WorkQueue, own: &KindCache, ctx: &Arc<Context>, stop: &CancellationToken) {
+    let metrics = crate::ops::metrics::global();
+    while let Some(key) = queue.next(stop).await {
+        metrics.set_queue_depth(ctx.plugin(), queue.len());
+        // Passed as the cache holds it now; gone from it, there is nothing to pass.
+        let next = match own.get(&key.namespace, &key.name) {
+            None => None,
+            Some(obj) => match flow::reconcile(Arc::clone(&obj), Arc::clone(ctx)).await {
+                Ok(flow::Next::Wait) => None,
+                Ok(flow::Next::After(delay)) => Some(tokio::time::Instant::now() + delay),
+                Err(e) => Some(tokio::time::Instant::now() + error_policy(&obj, &e, ctx)),
+            },
+        };
+        queue.done(key, next);
+        metrics.set_queue_depth(ctx.plugin(), queue.len());
+    }
+}
+
 /// Kubernetes API errors: retry with the per-object backoff.
-#[allow(
-    clippy::needless_pass_by_value,
-    reason = "the signature kube's Controller::run requires"
-)]
-fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy(obj: &DynamicObject, error: &Error, ctx: &Context) -> Duration {
     let key = obj.stored_uid();
     let delay = ctx.backoff.next(&key);
     tracing::warn!(plugin = ctx.plugin(), object = %obj.name_any(), error = %error, retry_in_ms = delay.as_millis(), "reconcile failed");
-    Action::requeue(delay)
-}
-
-/// A reference to `obj` for the controller's queue.
-pub fn object_ref(obj: &DynamicObject, resource: &ApiResource) -> ObjectRef<DynamicObject> {
-    ObjectRef::new_with(&obj.name_any(), resource.clone()).within(&obj.stored_namespace())
+    delay
 }
 
 /// Whether the object's metadata lists this finalizer.

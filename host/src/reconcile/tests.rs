@@ -2109,52 +2109,60 @@ fn the_own_view_feeds_the_claims_only_when_not_sharded() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Turns
+// Dependents, as the cache holds them
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn a_pass_waits_for_its_turn_and_one_stopped_before_it_makes_no_call_and_no_write() {
-    // (case, freed: the turn is given back, else the controller stops)
-    for (case, freed) in [("the turn is freed", true), ("the controller stops", false)] {
-        let (plain, w) = (World::new(managed("a")), World::new(managed("a")));
-        plain.pass().await;
-        let ctx = w.context(Settings {
-            concurrency: 1,
-            ..Settings::default()
-        });
-        let held = ctx.turns.try_acquire().unwrap();
-        let pass = tokio::spawn(super::flow::reconcile(
-            Arc::new(w.object()),
-            Arc::clone(&ctx),
-        ));
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert!(!pass.is_finished(), "{case}: a pass without a turn waits");
-        assert!(w.cluster.writes().is_empty(), "{case}");
-        assert!(w.system.calls().is_empty(), "{case}");
-        if freed {
-            drop(held);
+#[test]
+fn the_dependents_of_a_dependency_are_the_objects_of_its_namespace_naming_it_that_it_does_not_own()
+{
+    use super::cache::CachedObject;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+    let mut d = description();
+    d.dependencies = vec![crate::actuator::DependencyDecl {
+        name: "zone".into(),
+        field: "zoneRef".into(),
+        kind: "Zone".into(),
+        for_create: true,
+        for_delete: false,
+        guard_deletion: true,
+    }];
+    let zone: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "fake.orchard.dev/v1", "kind": "Zone",
+        "metadata": {"name": "z", "namespace": "ns", "uid": "zone-uid"},
+    }))
+    .unwrap();
+    // (name, namespace, the zone it names, owned by the zone)
+    let things = [
+        ("uses-it", "ns", "z", false),
+        ("other-namespace", "other", "z", false),
+        ("other-zone", "ns", "y", false),
+        ("owned-by-it", "ns", "z", true),
+    ];
+    let resource = kube::api::ApiResource {
+        group: "fake.orchard.dev".into(),
+        version: "v1".into(),
+        api_version: "fake.orchard.dev/v1".into(),
+        kind: "Thing".into(),
+        plural: "things".into(),
+    };
+    let mut writer: Writer<CachedObject> = Writer::new(resource);
+    for (name, namespace, zone_ref, owned) in things {
+        let owners = if owned {
+            json!([{"apiVersion": "fake.orchard.dev/v1", "kind": "Zone", "name": "z", "uid": "zone-uid"}])
         } else {
-            ctx.stop.cancel();
-        }
-        let action = pass.await.unwrap().unwrap();
-        if freed {
-            // The pass made in its turn is the pass made without waiting.
-            assert_eq!(
-                kinds(&w.cluster.writes()),
-                kinds(&plain.cluster.writes()),
-                "{case}"
-            );
-            assert_eq!(w.system.calls(), plain.system.calls(), "{case}");
-        } else {
-            assert_eq!(
-                action,
-                kube::runtime::controller::Action::await_change(),
-                "{case}"
-            );
-            assert!(w.cluster.writes().is_empty(), "{case}");
-            assert!(w.system.calls().is_empty(), "{case}");
-        }
+            json!([])
+        };
+        let thing: CachedObject = serde_json::from_value(json!({
+            "apiVersion": "fake.orchard.dev/v1", "kind": "Thing",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners},
+            "spec": {"resource": {"zoneRef": zone_ref}},
+            "status": {"id": format!("id-{name}")},
+        }))
+        .unwrap();
+        writer.apply_watcher_event(&watcher::Event::Apply(thing));
     }
+    let found = super::deps::dependents(&d, &writer.as_reader(), "Zone", &zone);
+    let names: Vec<&str> = found.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["uses-it"]);
 }
