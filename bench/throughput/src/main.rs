@@ -88,6 +88,11 @@ struct Args {
     /// Extra argument for every `orchard run`; repeat.
     #[arg(long = "orchard-arg", allow_hyphen_values = true)]
     orchard_flags: Vec<String>,
+    /// orchard-component: load the `pdns-record` plugin too and, once every zone is Available,
+    /// create one `DnsRecord` in each zone (2 × N objects of two kinds), timed until all are
+    /// Available; they are deleted (and timed) before the zones.
+    #[arg(long)]
+    records: bool,
 }
 
 /// The job a contender is given.
@@ -139,6 +144,33 @@ impl Job {
             },
         }))
     }
+}
+
+/// `--records`: the `DnsRecord` kind of the `pdns-record` plugin.
+fn record_resource() -> ApiResource {
+    ApiResource {
+        group: "pdns.orchard.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "pdns.orchard.dev/v1alpha1".into(),
+        kind: "DnsRecord".into(),
+        plural: "dnsrecords".into(),
+    }
+}
+
+/// `--records`: record `r{i}`, an A record `www` in zone `o{i}`.
+fn record_manifest(i: usize) -> DynamicObject {
+    DynamicObject::new(&format!("r{i}"), &record_resource()).data(json!({
+        "spec": {
+            "credentialsRef": {"secretName": "pdns"},
+            "resource": {"zoneRef": format!("o{i}"), "name": "www", "type": "A", "ttl": 300,
+                         "records": ["192.0.2.1"]},
+        },
+    }))
+}
+
+/// Whether this contender runs `--records`.
+fn with_records(args: &Args, contender: Contender) -> bool {
+    args.records && contender == Contender::OrchardComponent
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -499,20 +531,25 @@ fn start(
                 .context("orchard-native needs --orchard-native-bin")?,
             _ => args.orchard_bin.clone(),
         };
-        let plugin = args.plugin_dir.join(job.plugin_file());
-        if !plugin.is_file() {
-            bail!("{} is missing: `make plugins`", plugin.display());
+        let mut plugins = vec![args.plugin_dir.join(job.plugin_file())];
+        if with_records(args, contender) {
+            plugins.push(args.plugin_dir.join("pdns_record.wasm"));
         }
-        // Compile into the cache first, so that the start is not the cold compile.
-        let described = Command::new(&bin)
-            .arg("describe")
-            .arg(&plugin)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .status()
-            .with_context(|| format!("running {}", bin.display()))?;
-        if !described.success() {
-            bail!("{} describe {} failed", bin.display(), plugin.display());
+        for plugin in &plugins {
+            if !plugin.is_file() {
+                bail!("{} is missing: `make plugins`", plugin.display());
+            }
+            // Compile into the cache first, so that the start is not the cold compile.
+            let described = Command::new(&bin)
+                .arg("describe")
+                .arg(plugin)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .status()
+                .with_context(|| format!("running {}", bin.display()))?;
+            if !described.success() {
+                bail!("{} describe {} failed", bin.display(), plugin.display());
+            }
         }
         let allow = match job {
             Job::Pdns => env.pdns_url.clone(),
@@ -520,10 +557,11 @@ fn start(
         };
         let admin = format!("127.0.0.1:{port}");
         let mut cmd = Command::new(&bin);
-        cmd.arg("run")
-            .arg("--plugin")
-            .arg(&plugin)
-            .args(["--install-crds", "--allow-host", &allow])
+        cmd.arg("run");
+        for plugin in &plugins {
+            cmd.arg("--plugin").arg(plugin);
+        }
+        cmd.args(["--install-crds", "--allow-host", &allow])
             .args(["--admin-addr", &admin, "--namespace", ns])
             .args(&args.orchard_flags)
             .args(extra)
@@ -789,6 +827,125 @@ async fn watch_until(
     }
 }
 
+type Events = futures::stream::BoxStream<'static, watcher::Result<watcher::Event<DynamicObject>>>;
+
+/// A watch of `api` with its initial listing done, and what it listed.
+async fn listed(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+) -> anyhow::Result<(Events, Seen)> {
+    let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut seen = Seen::default();
+    loop {
+        match stream.next().await {
+            Some(Ok(e)) => {
+                let done = matches!(e, watcher::Event::InitDone);
+                seen.apply(e);
+                if done {
+                    return Ok((stream, seen));
+                }
+            }
+            Some(Err(e)) => bail!("watching {}: {e}", resource.plural),
+            None => bail!("the watch ended"),
+        }
+    }
+}
+
+/// `--records`: where the records of one contender go, and how they are watched.
+struct RecordJob<'a> {
+    config: &'a kube::Config,
+    clients: usize,
+    ns: &'a str,
+    n: usize,
+    label: &'a str,
+    deadline: Duration,
+}
+
+/// `--records`: creates one record per zone from `clients` parallel clients (`create`) or
+/// deletes them, and watches until all are Available (or gone). Seconds to the goal, and the
+/// harness's own requests.
+async fn record_phase(
+    job: &RecordJob<'_>,
+    create: bool,
+    records: &mut (Events, Seen),
+    series: &mut Vec<(f64, String, usize, usize)>,
+    (pid, peak_rss): (u32, &mut u64),
+) -> anyhow::Result<(Option<f64>, usize)> {
+    let RecordJob {
+        config,
+        clients,
+        ns,
+        n,
+        label,
+        deadline,
+    } = *job;
+    let started = Instant::now();
+    let ns_of = ns.to_owned();
+    let mut requests = tokio::spawn({
+        let config = config.clone();
+        async move {
+            fan_out(
+                &config,
+                clients,
+                n,
+                move |api, i| {
+                    Box::pin(async move {
+                        let done = if create {
+                            api.create(&PostParams::default(), &record_manifest(i))
+                                .await
+                                .map(drop)
+                        } else {
+                            api.delete(&format!("r{i}"), &DeleteParams::default())
+                                .await
+                                .map(drop)
+                        };
+                        match done {
+                            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(()),
+                            other => other,
+                        }
+                    })
+                },
+                move |c| Api::namespaced_with(c, &ns_of, &record_resource()),
+            )
+            .await
+        }
+    });
+    let (mut made, mut requests_s) = (None, 0.0);
+    let phase = if create { "records" } else { "records-delete" };
+    let done = watch_until(
+        &mut records.0,
+        &mut records.1,
+        started,
+        deadline,
+        label,
+        phase,
+        n,
+        series,
+        pid,
+        peak_rss,
+        Some(&mut requests),
+        &mut made,
+        &mut requests_s,
+        |s| {
+            if create {
+                s.available() >= n
+            } else {
+                s.objects.is_empty()
+            }
+        },
+    )
+    .await?;
+    let verb = if create { "Available" } else { "deleted" };
+    match done {
+        Some(t) => println!(
+            "[{label}] all {n} DnsRecords {verb} in {t:.2} s ({:.1}/s)",
+            n as f64 / t
+        ),
+        None => println!("[{label}] NOT all DnsRecords {verb}"),
+    }
+    Ok((done, made.map_or(0, |(calls, _)| calls)))
+}
+
 /// One contender's result.
 async fn run_contender(
     args: &Args,
@@ -844,21 +1001,7 @@ async fn run_contender(
     let mut pid = process.pid();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
     // The watch is established (its initial list done) before the first create.
-    let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
-    let mut seen = Seen::default();
-    loop {
-        match stream.next().await {
-            Some(Ok(e)) => {
-                let done = matches!(e, watcher::Event::InitDone);
-                seen.apply(e);
-                if done {
-                    break;
-                }
-            }
-            Some(Err(e)) => bail!("watching {}: {e}", resource.plural),
-            None => bail!("the watch ended"),
-        }
-    }
+    let (mut stream, mut seen) = listed(&api, &resource).await?;
 
     // The apiserver sets up a custom resource's storage and validation at its first write (2 s
     // here): one dry-run create before the clock, so the first contender of a run does not pay
@@ -948,6 +1091,41 @@ async fn run_contender(
     };
     let external_created = external_count(&http, env, job, &run).await?;
 
+    // ---- records (--records): one DnsRecord per zone, 2 × N objects of two kinds.
+    let records_api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &record_resource());
+    let mut records = None;
+    let mut records_report = Value::Null;
+    let mut record_requests = (0, 0);
+    let record_job = RecordJob {
+        config: &config,
+        clients: args.clients,
+        ns: &ns,
+        n,
+        label,
+        deadline,
+    };
+    if with_records(args, contender) {
+        let mut watched = listed(&records_api, &record_resource()).await?;
+        let (done, posts) = record_phase(
+            &record_job,
+            true,
+            &mut watched,
+            &mut series,
+            (pid, &mut peak_rss),
+        )
+        .await?;
+        record_requests.0 = posts;
+        let proc = proc_stat(pid).unwrap_or_default();
+        records_report = json!({
+            "records": n,
+            "available_s": done,
+            "available_per_s": done.map(|t| n as f64 / t),
+            "rss_all_available_mib": mib(proc.rss_kib),
+        });
+        records = Some(watched);
+    }
+
     // ---- restart (--restart, Orchard only): a new host over the N objects, timed until it
     // reconciled each once.
     let mut resync = Value::Null;
@@ -970,6 +1148,8 @@ async fn run_contender(
         let mut synced: std::collections::HashSet<String> = std::collections::HashSet::new();
         let (mut peak, mut passed_s, mut synced_s) = (0, None, None);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
+        // Every object of the host: the zones, and their records with `--records`.
+        let objects = if records.is_some() { 2 * n } else { n };
         while passed_s.is_none() || (full && synced_s.is_none()) {
             tokio::select! {
                 event = stream.next() => match event {
@@ -990,7 +1170,7 @@ async fn run_contender(
                 _ = tick.tick() => {
                     let passes: f64 = host_metrics(&http, &admin).await?.reconciles.values().sum();
                     peak = peak.max(proc_stat(pid).unwrap_or_default().rss_kib);
-                    if passed_s.is_none() && passes >= n as f64 {
+                    if passed_s.is_none() && passes >= objects as f64 {
                         passed_s = Some(started_restart.elapsed().as_secs_f64());
                     }
                     if started_restart.elapsed() > deadline {
@@ -1014,7 +1194,8 @@ async fn run_contender(
             "restart_args": args.restart_flags,
             "ready_s": ready_s,
             "all_passed_s": passed_s,
-            "passed_per_s": n as f64 / passed_s,
+            "objects": objects,
+            "passed_per_s": objects as f64 / passed_s,
             "all_resynced_s": synced_s,
             "resynced_per_s": synced_s.map(|t| n as f64 / t),
             "rss_all_reconciled_mib": mib(after.rss_kib),
@@ -1035,7 +1216,22 @@ async fn run_contender(
         }
     }
 
-    // ---- delete
+    // ---- delete (the records first: a zone cannot go while a record uses it)
+    if let Some(mut watched) = records.take() {
+        let (done, deletes) = record_phase(
+            &record_job,
+            false,
+            &mut watched,
+            &mut series,
+            (pid, &mut peak_rss),
+        )
+        .await?;
+        record_requests.1 = deletes;
+        records_report["deleted_s"] = json!(done);
+        records_report["deleted_per_s"] = json!(done.map(|t| n as f64 / t));
+        records_report["rss_all_deleted_mib"] =
+            json!(mib(proc_stat(pid).unwrap_or_default().rss_kib));
+    }
     let started_delete = Instant::now();
     let ns_of = ns.clone();
     let res = resource.clone();
@@ -1129,6 +1325,8 @@ async fn run_contender(
     for (key, own) in [
         (format!("POST {plural}"), own.posts),
         (format!("DELETE {plural}"), own.deletes),
+        ("POST dnsrecords".to_owned(), record_requests.0),
+        ("DELETE dnsrecords".to_owned(), record_requests.1),
     ] {
         if let Some(v) = requests.get_mut(&key) {
             *v = (*v - own as f64).max(0.0);
@@ -1156,6 +1354,7 @@ async fn run_contender(
         if let Some(v) = d.get_mut(&format!("POST {plural}")) {
             *v = (*v - own.posts as f64).max(0.0);
         }
+        // With --records, their creates fall after the middle reading: counted with the delete.
         d.iter().filter(|(k, _)| is_write(k)).map(|(_, v)| v).sum()
     };
 
@@ -1196,11 +1395,14 @@ async fn run_contender(
         writeln!(f, "{t:.3},{phase},{a},{e}")?;
     }
 
+    let records_ok = records_report.is_null()
+        || (!records_report["available_s"].is_null() && !records_report["deleted_s"].is_null());
     let ok = create.done_s.is_some()
+        && records_ok
         && delete.done_s.is_some()
         && external_created == n
         && external_left == 0;
-    Ok(json!({
+    let mut result = json!({
         "contender": label,
         "kind": resource.kind,
         "objects": n,
@@ -1242,7 +1444,9 @@ async fn run_contender(
         "restart": resync,
         "log": log,
         "series": csv,
-    }))
+    });
+    result["dns_records"] = records_report;
+    Ok(result)
 }
 
 /// Installs the CRD of the job's kind (from the plugin, `orchard crd`) when it is missing: the

@@ -34,11 +34,13 @@ pub struct Guard {
     pub resource: ApiResource,
     /// The plugin's own objects (the dependents), as cached.
     pub dependents: Store<CachedObject>,
+    /// Releases in flight (the controller's concurrency): every dependency in use is guarded,
+    /// so a kind's guard may have as many objects to release as the dependency kind has.
+    pub workers: u16,
 }
 
 /// Runs the guard until `shutdown`: triggered by the dependency kind's changes and by those
-/// of the plugin's own objects (a dependent that goes may free its dependency). One worker:
-/// guards are few, and their passes are short.
+/// of the plugin's own objects (a dependent that goes may free its dependency).
 pub async fn run(
     guard: Guard,
     dependencies: Arc<KindCache>,
@@ -68,7 +70,7 @@ pub async fn run(
         }
         futures::future::ready(())
     });
-    let work = async {
+    let work = |_| async {
         while let Some(key) = queue.next(&shutdown).await {
             let next = match dependencies.get(&key.namespace, &key.name) {
                 None => None,
@@ -83,13 +85,14 @@ pub async fn run(
             queue.done(key, next.map(|delay| Instant::now() + delay));
         }
     };
+    let workers = futures::future::join_all((0..guard.workers.max(1)).map(work));
     let feeding = async {
         tokio::select! {
             _ = futures::future::join(feed_deps, feed_dependents) => {}
             () = shutdown.cancelled() => {}
         }
     };
-    tokio::join!(work, queue.run_timers(&shutdown), feeding);
+    tokio::join!(workers, queue.run_timers(&shutdown), feeding);
 }
 
 /// Removes our guard finalizer from a dependency being deleted once nothing uses it.

@@ -4,6 +4,7 @@
 //! - [`flow`]: one pass over one object (skip, the flow, status, marker, what next);
 //! - [`normal`] and [`delete`]: the two flows, each an ordered list of named phases;
 //! - [`deps`]: dependencies and credentials, resolved from the caches;
+//! - [`dependents`]: which objects name which dependency (an index kept from the changes);
 //! - [`claims`]: which live object holds which external id (exclusive claims);
 //! - [`status`]: conditions and the status body; [`backoff`]: per-object backoff;
 //! - [`envelope`]: the spec envelope, decoded once per pass;
@@ -19,6 +20,7 @@ pub mod backoff;
 pub mod cache;
 pub mod claims;
 pub mod delete;
+pub mod dependents;
 pub mod deps;
 pub mod envelope;
 pub mod events;
@@ -45,6 +47,7 @@ use tracing::Instrument;
 use crate::actuator::{Actuator, Description};
 use cache::{Change, KindCache};
 use claims::Claims;
+use dependents::DependentsIndex;
 use ops::{KubeOps, ObjectOps};
 use queue::{Key, WorkQueue};
 use triggers::Triggers;
@@ -455,6 +458,7 @@ pub async fn run(
     };
     // The kind's work queue, fed by its own changes, its dependencies' and hot swaps.
     let queue = Arc::new(WorkQueue::default());
+    let index = Arc::new(DependentsIndex::new(description.clone()));
     let mut feeds: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
     {
         let (q, c, t) = (
@@ -462,9 +466,15 @@ pub async fn run(
             Arc::clone(&claims),
             Arc::clone(&triggers),
         );
+        let index = Arc::clone(&index);
         feeds.push(Box::pin(own.subscribe().for_each(move |change| {
-            if let Change::Deleted(obj) = &change {
-                q.forget(&Key::of(&**obj));
+            // Indexed before its pass is triggered (the index's first rule).
+            match &change {
+                Change::Applied(obj) => index.observe(obj),
+                Change::Deleted(obj) => {
+                    index.forget(obj);
+                    q.forget(&Key::of(&**obj));
+                }
             }
             if let Some(obj) = own_change(change, &c, &t, sharded) {
                 q.trigger(Key::of(&*obj));
@@ -483,12 +493,7 @@ pub async fn run(
         }));
     }
     for (kind, cache) in &dependencies {
-        let (d, store, kind, q) = (
-            description.clone(),
-            own.store.clone(),
-            kind.clone(),
-            Arc::clone(&queue),
-        );
+        let (index, kind, q) = (Arc::clone(&index), kind.clone(), Arc::clone(&queue));
         // uid → a hash of its input key: a zone's key holds its observed state, kept for
         // every zone by every plugin that depends on zones.
         let seen: Mutex<HashMap<String, u64>> = Mutex::default();
@@ -509,7 +514,7 @@ pub async fn run(
             })
         });
         feeds.push(Box::pin(changed.for_each(move |dep| {
-            for key in deps::dependents(&d, &store, &kind, &dep) {
+            for key in index.of(&kind, &dep) {
                 q.trigger(key);
             }
             futures::future::ready(())
@@ -573,6 +578,7 @@ pub async fn run(
             kind: kind.clone(),
             resource: cache.resource.clone(),
             dependents: everyone.store.clone(),
+            workers: settings.concurrency,
         };
         guards.push(guard::run(
             guard,

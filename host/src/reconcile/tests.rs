@@ -2109,15 +2109,11 @@ fn the_own_view_feeds_the_claims_only_when_not_sharded() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Dependents, as the cache holds them
+// Dependents: the guard's scan of the cache, the controller's index
 // ---------------------------------------------------------------------------------------
 
-#[test]
-fn the_dependents_of_a_dependency_are_the_objects_of_its_namespace_naming_it_that_it_does_not_own()
-{
-    use super::cache::CachedObject;
-    use kube::runtime::reflector::store::Writer;
-    use kube::runtime::watcher;
+/// A plugin whose objects name a `Zone` in `spec.resource.zoneRef`, and zone `ns/z`.
+fn zone_user() -> (Description, DynamicObject) {
     let mut d = description();
     d.dependencies = vec![crate::actuator::DependencyDecl {
         name: "zone".into(),
@@ -2127,18 +2123,45 @@ fn the_dependents_of_a_dependency_are_the_objects_of_its_namespace_naming_it_tha
         for_delete: false,
         guard_deletion: true,
     }];
-    let zone: DynamicObject = serde_json::from_value(json!({
+    let zone = serde_json::from_value(json!({
         "apiVersion": "fake.orchard.dev/v1", "kind": "Zone",
         "metadata": {"name": "z", "namespace": "ns", "uid": "zone-uid"},
     }))
     .unwrap();
-    // (name, namespace, the zone it names, owned by the zone)
-    let things = [
-        ("uses-it", "ns", "z", false),
-        ("other-namespace", "other", "z", false),
-        ("other-zone", "ns", "y", false),
-        ("owned-by-it", "ns", "z", true),
-    ];
+    (d, zone)
+}
+
+/// A `Thing` naming zone `zone_ref`, owned by zone `ns/z` or not.
+fn thing(name: &str, namespace: &str, zone_ref: &str, owned: bool) -> Value {
+    let owners = if owned {
+        json!([{"apiVersion": "fake.orchard.dev/v1", "kind": "Zone", "name": "z", "uid": "zone-uid"}])
+    } else {
+        json!([])
+    };
+    json!({
+        "apiVersion": "fake.orchard.dev/v1", "kind": "Thing",
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners},
+        "spec": {"resource": {"zoneRef": zone_ref}},
+        "status": {"id": format!("id-{name}")},
+    })
+}
+
+/// (name, namespace, the zone it names, owned by the zone): only the first is a dependent of
+/// zone `ns/z`.
+const THINGS: [(&str, &str, &str, bool); 4] = [
+    ("uses-it", "ns", "z", false),
+    ("other-namespace", "other", "z", false),
+    ("other-zone", "ns", "y", false),
+    ("owned-by-it", "ns", "z", true),
+];
+
+#[test]
+fn the_dependents_of_a_dependency_are_the_objects_of_its_namespace_naming_it_that_it_does_not_own()
+{
+    use super::cache::CachedObject;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+    let (d, zone) = zone_user();
     let resource = kube::api::ApiResource {
         group: "fake.orchard.dev".into(),
         version: "v1".into(),
@@ -2147,22 +2170,44 @@ fn the_dependents_of_a_dependency_are_the_objects_of_its_namespace_naming_it_tha
         plural: "things".into(),
     };
     let mut writer: Writer<CachedObject> = Writer::new(resource);
-    for (name, namespace, zone_ref, owned) in things {
-        let owners = if owned {
-            json!([{"apiVersion": "fake.orchard.dev/v1", "kind": "Zone", "name": "z", "uid": "zone-uid"}])
-        } else {
-            json!([])
-        };
-        let thing: CachedObject = serde_json::from_value(json!({
-            "apiVersion": "fake.orchard.dev/v1", "kind": "Thing",
-            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners},
-            "spec": {"resource": {"zoneRef": zone_ref}},
-            "status": {"id": format!("id-{name}")},
-        }))
-        .unwrap();
-        writer.apply_watcher_event(&watcher::Event::Apply(thing));
+    for (name, namespace, zone_ref, owned) in THINGS {
+        let cached = serde_json::from_value(thing(name, namespace, zone_ref, owned)).unwrap();
+        writer.apply_watcher_event(&watcher::Event::Apply(cached));
     }
     let found = super::deps::dependents(&d, &writer.as_reader(), "Zone", &zone);
     let names: Vec<&str> = found.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["uses-it"]);
+}
+
+#[test]
+fn the_dependents_index_finds_the_objects_naming_a_dependency_and_follows_their_changes() {
+    use super::dependents::DependentsIndex;
+    let (d, zone) = zone_user();
+    let object = |name: &str, namespace: &str, zone_ref: &str, owned: bool| -> DynamicObject {
+        serde_json::from_value(thing(name, namespace, zone_ref, owned)).unwrap()
+    };
+    let index = DependentsIndex::new(d);
+    for (name, namespace, zone_ref, owned) in THINGS {
+        index.observe(&object(name, namespace, zone_ref, owned));
+    }
+    let names = |index: &DependentsIndex| -> Vec<String> {
+        let mut names: Vec<String> = index
+            .of("Zone", &zone)
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&index), ["uses-it"]);
+    // "other-zone" moves to z; "uses-it" moves away.
+    index.observe(&object("other-zone", "ns", "z", false));
+    index.observe(&object("uses-it", "ns", "y", false));
+    assert_eq!(names(&index), ["other-zone"]);
+    // Every object gone: nothing left behind.
+    for (name, namespace, ..) in THINGS {
+        index.forget(&object(name, namespace, "", false));
+    }
+    assert!(index.is_empty());
+    assert!(names(&index).is_empty());
 }
