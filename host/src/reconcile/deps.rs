@@ -16,15 +16,12 @@ use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::Error;
-use super::cache::CachedObject;
 use super::envelope::Envelope;
 use super::ops::ObjectOps;
-use super::queue::Key;
 use crate::actuator::{Dependency, Description, Progress, WaitEvent};
 use crate::reconcile::StoredMeta;
 
@@ -44,11 +41,7 @@ pub fn secret_resource() -> ApiResource {
 
 /// The name an object's spec gives for each dependency kind: `(kind, name)` pairs.
 pub fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)> {
-    references_in(d, &obj.data["spec"])
-}
-
-/// The `(kind, name)` pairs `spec` names (see [`references`]).
-pub fn references_in(d: &Description, spec: &Value) -> Vec<(String, String)> {
+    let spec = &obj.data["spec"];
     let mut refs: Vec<(String, String)> = d
         .dependencies
         .iter()
@@ -65,32 +58,6 @@ pub fn references_in(d: &Description, spec: &Value) -> Vec<(String, String)> {
         refs.push((SECRET.to_owned(), name.to_owned()));
     }
     refs
-}
-
-/// Objects in `store` that use `dep` (of `kind`), leaving out those `dep` owns.
-pub fn dependents(
-    d: &Description,
-    store: &Store<CachedObject>,
-    kind: &str,
-    dep: &DynamicObject,
-) -> Vec<Key> {
-    let (ns, name, uid) = (dep.namespace(), dep.name_any(), dep.uid());
-    store
-        .state()
-        .into_iter()
-        .filter(|o| o.namespace() == ns)
-        .filter(|o| {
-            references_in(d, &o.spec)
-                .iter()
-                .any(|(k, n)| k == kind && *n == name)
-        })
-        .filter(|o| {
-            !o.owner_references()
-                .iter()
-                .any(|r| Some(&r.uid) == uid.as_ref())
-        })
-        .map(|o| Key::of(&*o))
-        .collect()
 }
 
 /// What of a dependency (or the credentials Secret) its dependents' passes depend on: a

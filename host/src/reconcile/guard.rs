@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::cache::{CachedObject, Change, KindCache};
-use super::deps::{apply_guard, dependents, references};
+use super::cache::{Change, KindCache};
+use super::dependents::DependentsIndex;
+use super::deps::{apply_guard, references};
 use super::queue::{Key, WorkQueue};
 use super::{Error, Names, has_finalizer};
 use crate::actuator::Description;
@@ -32,8 +32,9 @@ pub struct Guard {
     pub kind: String,
     /// API resource of the dependency kind.
     pub resource: ApiResource,
-    /// The plugin's own objects (the dependents), as cached.
-    pub dependents: Store<CachedObject>,
+    /// Which of the plugin's objects (all of them, wherever served) use which dependency; fed
+    /// by [`run`].
+    pub dependents: DependentsIndex,
     /// Releases in flight (the controller's concurrency): every dependency in use is guarded,
     /// so a kind's guard may have as many objects to release as the dependency kind has.
     pub workers: u16,
@@ -49,6 +50,17 @@ pub async fn run(
 ) {
     let queue = WorkQueue::default();
     let (d, k) = (guard.description.clone(), guard.kind.clone());
+    // Subscribed first, so the dependents indexed below miss no later change.
+    let own_changes = own.subscribe();
+    // Nothing is released before every dependent is indexed: a dependency released while the
+    // dependents' cache was still listing could go while in use.
+    tokio::select! {
+        _ = own.wait_ready(Duration::MAX) => {}
+        () = shutdown.cancelled() => return,
+    }
+    for obj in own.store.state() {
+        guard.dependents.observe(&obj.object());
+    }
     let feed_deps = dependencies.subscribe().for_each(|change| {
         match change {
             Change::Applied(dep) => queue.trigger(Key::of(&*dep)),
@@ -56,7 +68,11 @@ pub async fn run(
         }
         futures::future::ready(())
     });
-    let feed_dependents = own.subscribe().for_each(|change| {
+    let feed_dependents = own_changes.for_each(|change| {
+        match &change {
+            Change::Applied(obj) => guard.dependents.observe(obj),
+            Change::Deleted(obj) => guard.dependents.forget(obj),
+        }
         let (Change::Applied(obj) | Change::Deleted(obj)) = change;
         let namespace = obj.stored_namespace();
         for (_, name) in references(&d, &obj)
@@ -101,7 +117,7 @@ async fn release(dep: &DynamicObject, g: &Guard) -> Result<Option<Duration>, Err
     if dep.metadata.deletion_timestamp.is_none() || !has_finalizer(dep, &g.names.guard_finalizer) {
         return Ok(None);
     }
-    let users = dependents(&g.description, &g.dependents, &g.kind, dep);
+    let users = g.dependents.of(&g.kind, dep);
     if !users.is_empty() {
         // The cache may not have seen a dependent's deletion yet: look again soon rather than
         // wait for an event that may already have passed.

@@ -577,7 +577,7 @@ pub async fn run(
             names: names.clone(),
             kind: kind.clone(),
             resource: cache.resource.clone(),
-            dependents: everyone.store.clone(),
+            dependents: DependentsIndex::new(description.clone()),
             workers: settings.concurrency,
         };
         guards.push(guard::run(

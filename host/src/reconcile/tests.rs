@@ -2109,7 +2109,7 @@ fn the_own_view_feeds_the_claims_only_when_not_sharded() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Dependents: the guard's scan of the cache, the controller's index
+// Dependents: the index of the controller and of the guards
 // ---------------------------------------------------------------------------------------
 
 /// A plugin whose objects name a `Zone` in `spec.resource.zoneRef`, and zone `ns/z`.
@@ -2154,30 +2154,6 @@ const THINGS: [(&str, &str, &str, bool); 4] = [
     ("other-zone", "ns", "y", false),
     ("owned-by-it", "ns", "z", true),
 ];
-
-#[test]
-fn the_dependents_of_a_dependency_are_the_objects_of_its_namespace_naming_it_that_it_does_not_own()
-{
-    use super::cache::CachedObject;
-    use kube::runtime::reflector::store::Writer;
-    use kube::runtime::watcher;
-    let (d, zone) = zone_user();
-    let resource = kube::api::ApiResource {
-        group: "fake.orchard.dev".into(),
-        version: "v1".into(),
-        api_version: "fake.orchard.dev/v1".into(),
-        kind: "Thing".into(),
-        plural: "things".into(),
-    };
-    let mut writer: Writer<CachedObject> = Writer::new(resource);
-    for (name, namespace, zone_ref, owned) in THINGS {
-        let cached = serde_json::from_value(thing(name, namespace, zone_ref, owned)).unwrap();
-        writer.apply_watcher_event(&watcher::Event::Apply(cached));
-    }
-    let found = super::deps::dependents(&d, &writer.as_reader(), "Zone", &zone);
-    let names: Vec<&str> = found.iter().map(|k| k.name.as_str()).collect();
-    assert_eq!(names, ["uses-it"]);
-}
 
 #[test]
 fn the_dependents_index_finds_the_objects_naming_a_dependency_and_follows_their_changes() {
