@@ -63,24 +63,28 @@ pub fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)>
 /// What of a dependency (or the credentials Secret) its dependents' passes depend on: a
 /// Secret's data; a dependency's generation, status.id, availability and observed state;
 /// and whether it is being deleted. Metadata-only writes (guard finalizers, labels) are not
-/// part of it, so the host's own guard never looks like a change.
-pub fn input_key(dep: &DynamicObject) -> String {
+/// part of it, so the host's own guard never looks like a change. A hash (stable within one
+/// process): the dependency feeds keep one per dependency.
+pub fn input_fingerprint(dep: &DynamicObject) -> u64 {
     let deleting = dep.metadata.deletion_timestamp.is_some();
-    if dep.types.as_ref().is_some_and(|t| t.kind == SECRET) {
-        return json!([dep.data["data"], deleting]).to_string();
-    }
-    let status = &dep.data["status"];
-    json!([
-        dep.metadata.generation,
-        status["id"],
-        is_available(dep),
-        status["resource"],
-        deleting
-    ])
-    .to_string()
+    let key = if dep.types.as_ref().is_some_and(|t| t.kind == SECRET) {
+        json!([dep.data["data"], deleting])
+    } else {
+        let status = &dep.data["status"];
+        json!([
+            dep.metadata.generation,
+            status["id"],
+            is_available(dep),
+            status["resource"],
+            deleting
+        ])
+    };
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
-/// A fingerprint of the inputs `obj` takes from other objects ([`input_key`] of each, as
+/// A fingerprint of the inputs `obj` takes from other objects ([`input_fingerprint`] of each, as
 /// cached): a terminal failure is retried when it changes, since the cause may have been
 /// fixed there.
 pub fn inputs_fingerprint(ops: &dyn ObjectOps, d: &Description, obj: &DynamicObject) -> u64 {
@@ -89,7 +93,7 @@ pub fn inputs_fingerprint(ops: &dyn ObjectOps, d: &Description, obj: &DynamicObj
     for (kind, name) in references(d, obj) {
         (kind.as_str(), name.as_str()).hash(&mut hasher);
         ops.cached(&kind, &ns, &name)
-            .map(|o| input_key(&o))
+            .map(|o| input_fingerprint(&o))
             .hash(&mut hasher);
     }
     hasher.finish()

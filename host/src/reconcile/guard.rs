@@ -111,18 +111,46 @@ pub async fn run(
     tokio::join!(workers, queue.run_timers(&shutdown), feeding);
 }
 
+/// What the guard does with a dependency.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Not being deleted, or not guarded by this plugin: nothing.
+    Untouched,
+    /// Being deleted, but these many dependents still use it.
+    InUse(usize),
+    /// Being deleted and unused: the guard finalizer goes.
+    Release,
+}
+
+/// The verdict on `dep` (of `kind`) for a plugin whose guard finalizer is `finalizer`, by the
+/// dependents in `index`.
+pub(crate) fn verdict(
+    dep: &DynamicObject,
+    finalizer: &str,
+    kind: &str,
+    index: &DependentsIndex,
+) -> Verdict {
+    if dep.metadata.deletion_timestamp.is_none() || !has_finalizer(dep, finalizer) {
+        return Verdict::Untouched;
+    }
+    match index.of(kind, dep).len() {
+        0 => Verdict::Release,
+        users => Verdict::InUse(users),
+    }
+}
+
 /// Removes our guard finalizer from a dependency being deleted once nothing uses it.
 /// What comes next: another look after a delay, or nothing until a change.
 async fn release(dep: &DynamicObject, g: &Guard) -> Result<Option<Duration>, Error> {
-    if dep.metadata.deletion_timestamp.is_none() || !has_finalizer(dep, &g.names.guard_finalizer) {
-        return Ok(None);
-    }
-    let users = g.dependents.of(&g.kind, dep);
-    if !users.is_empty() {
-        // The cache may not have seen a dependent's deletion yet: look again soon rather than
-        // wait for an event that may already have passed.
-        tracing::debug!(plugin = %g.description.name, dependency = %dep.name_any(), users = users.len(), "dependency still in use");
-        return Ok(Some(Duration::from_secs(1)));
+    match verdict(dep, &g.names.guard_finalizer, &g.kind, &g.dependents) {
+        Verdict::Untouched => return Ok(None),
+        Verdict::InUse(users) => {
+            // The cache may not have seen a dependent's deletion yet: look again soon rather
+            // than wait for an event that may already have passed.
+            tracing::debug!(plugin = %g.description.name, dependency = %dep.name_any(), users, "dependency still in use");
+            return Ok(Some(Duration::from_secs(1)));
+        }
+        Verdict::Release => {}
     }
     tracing::info!(plugin = %g.description.name, kind = %g.kind, dependency = %dep.name_any(), "releasing deletion guard");
     apply_guard(

@@ -503,7 +503,7 @@ pub async fn run(
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             futures::future::ready(match change {
                 Change::Applied(dep) => {
-                    let key = fingerprint(&deps::input_key(&dep));
+                    let key = deps::input_fingerprint(&dep);
                     let uid = dep.stored_uid();
                     (seen.insert(uid, key) != Some(key)).then_some(dep)
                 }
@@ -596,8 +596,9 @@ pub async fn run(
             }
         }
     };
+    let lookup = |key: &Key| own.get(&key.namespace, &key.name);
     let workers = (0..settings.concurrency.max(1))
-        .map(|_| work(&queue, &own, &ctx, &stop))
+        .map(|_| work(&queue, lookup, &ctx, &stop))
         .collect::<Vec<_>>();
     let main = async {
         tokio::join!(
@@ -638,22 +639,20 @@ fn own_change(
     }
 }
 
-/// A hash of `text` (stable within one process).
-fn fingerprint(text: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
-}
-
 /// One worker of a kind: passes the objects the queue gives it, one at a time, until the
-/// controller stops (a pass in flight ends first).
-async fn work(queue: &WorkQueue, own: &KindCache, ctx: &Arc<Context>, stop: &CancellationToken) {
+/// controller stops (a pass in flight ends first). `lookup` reads an object from the kind's
+/// cache.
+async fn work(
+    queue: &WorkQueue,
+    lookup: impl Fn(&Key) -> Option<Arc<DynamicObject>>,
+    ctx: &Arc<Context>,
+    stop: &CancellationToken,
+) {
     let metrics = crate::ops::metrics::global();
     while let Some(key) = queue.next(stop).await {
         metrics.set_queue_depth(ctx.plugin(), queue.len());
         // Passed as the cache holds it now; gone from it, there is nothing to pass.
-        let next = match own.get(&key.namespace, &key.name) {
+        let next = match lookup(&key) {
             None => None,
             Some(obj) => match flow::reconcile(Arc::clone(&obj), Arc::clone(ctx)).await {
                 Ok(flow::Next::Wait) => None,

@@ -2187,3 +2187,129 @@ fn the_dependents_index_finds_the_objects_naming_a_dependency_and_follows_their_
     assert!(index.is_empty());
     assert!(names(&index).is_empty());
 }
+
+#[test]
+fn a_guarded_dependency_is_released_only_while_deleting_and_once_no_dependent_uses_it() {
+    use super::dependents::DependentsIndex;
+    use super::guard::{Verdict, verdict};
+    const GUARD: &str = "orchard.dev/fake-guard";
+    let (d, zone) = zone_user();
+    let deleting = |finalizers: &[&str]| {
+        let mut z = zone.clone();
+        z.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::now(),
+        ));
+        z.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+        z
+    };
+    let user: DynamicObject = serde_json::from_value(thing("uses-it", "ns", "z", false)).unwrap();
+    let owned: DynamicObject =
+        serde_json::from_value(thing("owned-by-it", "ns", "z", true)).unwrap();
+    // (case, the dependency, the dependents indexed, verdict)
+    let mut guarded = zone.clone();
+    guarded.metadata.finalizers = Some(vec![GUARD.to_owned()]);
+    let cases: [(&str, DynamicObject, Vec<&DynamicObject>, Verdict); 5] = [
+        (
+            "not being deleted",
+            guarded,
+            vec![&user],
+            Verdict::Untouched,
+        ),
+        (
+            "deleting, guarded by another plugin",
+            deleting(&["other"]),
+            vec![],
+            Verdict::Untouched,
+        ),
+        (
+            "deleting, in use",
+            deleting(&[GUARD]),
+            vec![&user, &owned],
+            Verdict::InUse(1),
+        ),
+        (
+            "deleting, used only by what it owns",
+            deleting(&[GUARD]),
+            vec![&owned],
+            Verdict::Release,
+        ),
+        (
+            "deleting, unused",
+            deleting(&[GUARD]),
+            vec![],
+            Verdict::Release,
+        ),
+    ];
+    for (case, dep, users, expected) in cases {
+        let index = DependentsIndex::new(d.clone());
+        for u in users {
+            index.observe(u);
+        }
+        assert_eq!(verdict(&dep, GUARD, "Zone", &index), expected, "{case}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Workers: a pass per object the queue gives, and what the queue holds after it
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_passes_the_object_as_cached_and_schedules_what_the_pass_asks_for() {
+    use super::queue::{Key, WorkQueue};
+    use tokio_util::sync::CancellationToken;
+    // (case, setup, the object is in the cache, the worker's pass is a plain pass, queued after)
+    type Setup = fn(&World);
+    let cases: [(&str, Setup, bool, bool, Option<usize>); 3] = [
+        ("a new object", |_| {}, true, true, None),
+        (
+            "an object gone from the cache",
+            |_| {},
+            false,
+            false,
+            Some(0),
+        ),
+        (
+            "an object whose status the apiserver refuses twice (an API error)",
+            |w| *w.cluster.refuse_status.lock().unwrap() = 2,
+            true,
+            false,
+            Some(1),
+        ),
+    ];
+    for (case, setup, cached, plain_pass, queued) in cases {
+        let (plain, w) = (World::new(managed("a")), World::new(managed("a")));
+        let (_, next) = plain.pass().await;
+        setup(&w);
+        let ctx = w.context(Settings::default());
+        let (queue, stop) = (WorkQueue::default(), CancellationToken::new());
+        let key = Key::of(&w.object());
+        queue.trigger(key.clone());
+        // The first lookup stops the worker: it ends once that pass is done.
+        let lookup = |_: &Key| {
+            stop.cancel();
+            cached.then(|| Arc::new(w.object()))
+        };
+        super::work(&queue, lookup, &ctx, &stop).await;
+        if plain_pass {
+            assert_eq!(
+                kinds(&w.cluster.writes()),
+                kinds(&plain.cluster.writes()),
+                "{case}"
+            );
+            assert_eq!(w.system.calls(), plain.system.calls(), "{case}");
+        } else if !cached {
+            assert!(w.cluster.writes().is_empty(), "{case}");
+            assert!(w.system.calls().is_empty(), "{case}");
+        }
+        let expected = queued.unwrap_or(usize::from(next != Next::Wait));
+        assert_eq!(queue.len(), expected, "{case}: entries left in the queue");
+        // Whatever is queued waits for its time: none is due at once.
+        let running = CancellationToken::new();
+        let due = tokio::select! {
+            biased;
+            k = queue.next(&running) => k,
+            () = tokio::task::yield_now() => None,
+        };
+        assert_eq!(due, None, "{case}");
+    }
+}
