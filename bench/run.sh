@@ -6,7 +6,9 @@
 #
 # Contenders: orchard-component (pdns-zone component), orchard-native (the same actuator linked
 # into the host, feature bench-native), kopf (bench/kopf/operator.py), orchard-python (the
-# rabbitmq-vhost Python guest). Default: all four, N=1000.
+# rabbitmq-vhost Python guest), floor (orchard-floor, bench/throughput/src/bin/floor.rs: the
+# least a leak-safe operator asks of the apiserver, the machine's ceiling). Default: all five,
+# N=1000.
 #
 # Options:
 #   --objects N          objects per contender (default 1000; the Python guest: min(N, 200),
@@ -32,7 +34,7 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 VENV=${ORCHARD_BENCH_VENV:-$HOME/.cache/orchard/bench-venv}
 
 OBJECTS=1000
-CONTENDERS=orchard-component,orchard-native,kopf,orchard-python
+CONTENDERS=orchard-component,orchard-native,kopf,orchard-python,floor
 OUT=
 PROFILE=release
 BUILD=1
@@ -40,7 +42,7 @@ BUILD_PLUGINS=1
 PLOT=1
 KEEP_ENV=0
 PASS=()
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --objects) OBJECTS=$2; shift 2 ;;
@@ -96,10 +98,12 @@ if [ "$BUILD" = 1 ]; then
   # the component/native ratio then compares the same binary.
   features=()
   has orchard-native && features=(--features orchard/bench-native)
-  say "orchard and the harness ($PROFILE ${features[*]})"
+  say "orchard, the harness and orchard-floor ($PROFILE ${features[*]})"
   cargo build "${cargo_profile[@]}" -p orchard -p orchard-throughput "${features[@]}"
 fi
-for f in "$BIN_DIR/orchard" "$BIN_DIR/orchard-throughput"; do
+bins=("$BIN_DIR/orchard" "$BIN_DIR/orchard-throughput")
+has floor && bins+=("$BIN_DIR/orchard-floor")
+for f in "${bins[@]}"; do
   [ -x "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
 done
 
@@ -136,7 +140,8 @@ rc=0
   --objects "$OBJECTS" --contenders "$CONTENDERS" \
   --orchard-bin "$BIN_DIR/orchard" "${native[@]}" \
   --plugin-dir "$TARGET/wasm32-wasip2/plugin" \
-  --venv "$VENV" --kopf-operator bench/kopf/operator.py \
+  --venv "$VENV" --kopf-operator bench/kopf/operator.py --floor-bin "$BIN_DIR/orchard-floor" \
+  --testenv-dir "$(dirname "$ENV_FILE")" \
   --out "$OUT" --commit "$commit" "${PASS[@]}" || rc=$?
 
 if [ "$PLOT" = 1 ] && [ -f "$OUT/results.json" ]; then

@@ -139,6 +139,8 @@ pub struct ReconcileConfig {
     pub concurrency: u16,
     /// This host's name in Events and as the Lease holder.
     pub instance: String,
+    /// Which Events are published.
+    pub events: crate::reconcile::events::EventLevel,
     /// Test-only fail point.
     pub fail_point: Option<FailPoint>,
     /// Test instrument: append every pass's begin and end to this file.
@@ -471,6 +473,7 @@ impl ReconcileConfig {
             concurrency: self.concurrency,
             abort_after_create: self.fail_point == Some(FailPoint::AbortAfterCreate),
             instance: self.instance.clone(),
+            events: self.events,
             health: Arc::clone(health),
             reconcile_all: None,
             // One cache per kind for the whole host: every plugin and dependency watch

@@ -209,6 +209,10 @@ struct ReconcileArgs {
     /// This host's name in Events and as the leader Lease's holder.
     #[arg(long, default_value = "orchard", env = "ORCHARD_INSTANCE")]
     instance: String,
+    /// Which Events to publish on the objects: `normal` (all) or `warning` (failures only;
+    /// one apiserver write less per object created and per object deleted).
+    #[arg(long, default_value = "normal", env = "ORCHARD_EVENTS", value_enum)]
+    events: crate::reconcile::events::EventLevel,
     /// Test-only fail point.
     #[arg(long, hide = true, env = "ORCHARD_FAILPOINT", value_enum)]
     failpoint: Option<FailPoint>,
@@ -787,6 +791,7 @@ impl RunArgs {
                 default_resync: Some(reconcile.resync_period).filter(|d| !d.is_zero()),
                 concurrency: reconcile.concurrency,
                 instance: reconcile.instance,
+                events: reconcile.events,
                 fail_point: reconcile.failpoint,
                 pass_trace: reconcile.pass_trace,
             },

@@ -38,11 +38,11 @@ struct Args {
     /// vhosts slowly, and the figures are reported per object).
     #[arg(long)]
     python_objects: Option<usize>,
-    /// Contenders, in order: orchard-component, orchard-native, kopf, orchard-python.
+    /// Contenders, in order: orchard-component, orchard-native, kopf, orchard-python, floor.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "orchard-component,orchard-native,kopf,orchard-python"
+        default_value = "orchard-component,orchard-native,kopf,orchard-python,floor"
     )]
     contenders: Vec<String>,
     /// Parallel clients creating (and deleting) the objects.
@@ -63,6 +63,13 @@ struct Args {
     /// The kopf operator.
     #[arg(long, default_value = "bench/kopf/operator.py")]
     kopf_operator: PathBuf,
+    /// The `orchard-floor` binary (the floor contender; default: beside this one).
+    #[arg(long)]
+    floor_bin: Option<PathBuf>,
+    /// The test environment's state directory (its `pids/<name>.pid` files give the servers
+    /// whose CPU is reported); the env file sets `ORCHARD_TESTENV_DIR`.
+    #[arg(long, env = "ORCHARD_TESTENV_DIR")]
+    testenv_dir: Option<PathBuf>,
     /// Output directory.
     #[arg(long)]
     out: PathBuf,
@@ -179,6 +186,9 @@ enum Contender {
     OrchardNative,
     Kopf,
     OrchardPython,
+    /// `orchard-floor` (`src/bin/floor.rs`): the least a leak-safe operator asks of the
+    /// apiserver for the `DnsZone` job, i.e. the ceiling of this machine.
+    Floor,
 }
 
 impl Contender {
@@ -188,8 +198,9 @@ impl Contender {
             "orchard-native" => Self::OrchardNative,
             "kopf" => Self::Kopf,
             "orchard-python" => Self::OrchardPython,
+            "floor" => Self::Floor,
             other => bail!(
-                "unknown contender {other:?} (orchard-component, orchard-native, kopf, orchard-python)"
+                "unknown contender {other:?} (orchard-component, orchard-native, kopf, orchard-python, floor)"
             ),
         })
     }
@@ -199,6 +210,7 @@ impl Contender {
             Self::OrchardNative => "orchard-native",
             Self::Kopf => "kopf",
             Self::OrchardPython => "orchard-python",
+            Self::Floor => "floor",
         }
     }
     fn short(self) -> &'static str {
@@ -207,6 +219,7 @@ impl Contender {
             Self::OrchardNative => "on",
             Self::Kopf => "kopf",
             Self::OrchardPython => "op",
+            Self::Floor => "fl",
         }
     }
     fn job(self) -> Job {
@@ -216,7 +229,10 @@ impl Contender {
         }
     }
     fn is_orchard(self) -> bool {
-        self != Self::Kopf
+        matches!(
+            self,
+            Self::OrchardComponent | Self::OrchardNative | Self::OrchardPython
+        )
     }
 }
 
@@ -308,6 +324,59 @@ fn proc_stat(pid: u32) -> Option<ProcStat> {
         rss_kib: kib("VmRSS:"),
         hwm_kib: kib("VmHWM:"),
     })
+}
+
+/// The test environment's servers whose CPU each contender's job costs, by their names in
+/// `<testenv dir>/pids/<name>.pid` (`tests/env/testenv.sh`).
+const SERVERS: [&str; 3] = ["kube-apiserver", "etcd", "pdns"];
+
+/// CPU seconds (utime + stime) of the test environment's servers now, by name; `None` where
+/// there is no pid file or its process is gone (not the one the environment started).
+type ServerCpu = BTreeMap<&'static str, Option<f64>>;
+
+fn server_cpu(dir: Option<&Path>) -> ServerCpu {
+    SERVERS
+        .iter()
+        .map(|&name| (name, dir.and_then(|d| recorded_cpu(d, name))))
+        .collect()
+}
+
+/// The CPU seconds of the process in `pids/<name>.pid` (`<pid> <starttime>`), if it is still
+/// the process recorded there: a pid reused by another process has another start time.
+fn recorded_cpu(dir: &Path, name: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join("pids").join(format!("{name}.pid"))).ok()?;
+    let mut words = text.split_whitespace();
+    let pid: u32 = words.next()?.parse().ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // Field 22 (starttime); after the command, field 3 is index 0.
+    if let Some(start) = words.next()
+        && fields.get(19) != Some(&start)
+    {
+        return None;
+    }
+    Some(proc_stat(pid)?.cpu_s)
+}
+
+/// Each server's CPU seconds between two readings (`None` where either is missing).
+fn server_cpu_spent(before: &ServerCpu, after: &ServerCpu) -> ServerCpu {
+    SERVERS
+        .iter()
+        .map(|&name| {
+            let spent = match (before.get(name), after.get(name)) {
+                (Some(Some(b)), Some(Some(a))) => Some(((a - b) * 100.0).round() / 100.0),
+                _ => None,
+            };
+            (name, spent)
+        })
+        .collect()
+}
+
+/// kube-apiserver + etcd CPU milliseconds per object over a phase (`None` unless both known).
+fn apiserver_etcd_ms(spent: &ServerCpu, n: usize) -> Option<f64> {
+    let a = spent.get("kube-apiserver").copied().flatten()?;
+    let e = spent.get("etcd").copied().flatten()?;
+    Some(((a + e) / n as f64 * 1e5).round() / 100.0)
 }
 
 /// One Prometheus sample: name, labels, value.
@@ -571,6 +640,17 @@ fn start(
             cmd.args(["--native-plugin", "pdns-zone"]);
         }
         (cmd, Some(admin))
+    } else if contender == Contender::Floor {
+        let bin = match &args.floor_bin {
+            Some(bin) => bin.clone(),
+            None => std::env::current_exe()?.with_file_name("orchard-floor"),
+        };
+        let health = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(&bin);
+        cmd.args(["--namespace", ns, "--health-addr", &health])
+            .env("PDNS_API_URL", &env.pdns_url)
+            .env("PDNS_API_KEY", &env.pdns_key);
+        (cmd, Some(health))
     } else {
         let venv = args.venv.clone().context("kopf needs --venv")?;
         let mut cmd = Command::new(venv.join("bin/kopf"));
@@ -593,7 +673,8 @@ fn start(
     })
 }
 
-/// Waits until the contender says it is ready (Orchard `/readyz`, kopf's liveness endpoint).
+/// Waits until the contender says it is ready (Orchard `/readyz`, kopf's liveness endpoint,
+/// the floor's `/healthz` once its first listing is done).
 async fn wait_ready(
     http: &reqwest::Client,
     p: &mut Process,
@@ -991,7 +1072,7 @@ async fn run_contender(
             )?,
         )
         .await?;
-    if contender == Contender::Kopf {
+    if !contender.is_orchard() {
         ensure_crd(args, &client, job).await?;
     }
 
@@ -1023,8 +1104,12 @@ async fn run_contender(
     let mut series = Vec::new();
     let deadline = Duration::from_secs(args.timeout_s);
     let mut own = Own::default();
+    let testenv = args.testenv_dir.as_deref();
+    let harness_pid = std::process::id();
 
     // ---- create
+    let servers_before = server_cpu(testenv);
+    let harness_before = proc_stat(harness_pid).unwrap_or_default().cpu_s;
     let started = Instant::now();
     let run_id = run.clone();
     let ns_of = ns.clone();
@@ -1071,6 +1156,8 @@ async fn run_contender(
         |s| s.available() >= n,
     )
     .await?;
+    let servers_available = server_cpu(testenv);
+    let harness_available = proc_stat(harness_pid).unwrap_or_default().cpu_s;
     if let Some((calls, retries)) = created {
         own.posts = calls;
         own.retries += retries;
@@ -1217,6 +1304,8 @@ async fn run_contender(
     }
 
     // ---- delete (the records first: a zone cannot go while a record uses it)
+    let servers_delete_start = server_cpu(testenv);
+    let harness_delete_start = proc_stat(harness_pid).unwrap_or_default().cpu_s;
     if let Some(mut watched) = records.take() {
         let (done, deletes) = record_phase(
             &record_job,
@@ -1276,6 +1365,8 @@ async fn run_contender(
         |s| s.objects.is_empty(),
     )
     .await?;
+    let servers_deleted = server_cpu(testenv);
+    let harness_deleted = proc_stat(harness_pid).unwrap_or_default().cpu_s;
     if let Some((calls, retries)) = deleted {
         own.deletes = calls;
         own.retries += retries;
@@ -1333,7 +1424,8 @@ async fn run_contender(
         }
     }
     requests.retain(|_, v| *v > 0.0);
-    let per = |v: f64| (v / n as f64 * 100.0).round() / 100.0;
+    // `+ 0.0`: an empty sum of f64 is -0.0, which would print as "-0.0".
+    let per = |v: f64| (v / n as f64 * 100.0).round() / 100.0 + 0.0;
     let is_write = |k: &str| {
         ["POST ", "PUT ", "PATCH ", "APPLY ", "DELETE "]
             .iter()
@@ -1372,7 +1464,9 @@ async fn run_contender(
         (calls, reconciles, errors, calls_total, transient)
     } else {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let count = |w: &str| text.lines().filter(|l| l.contains(w)).count() as f64;
+        // Occurrences, not lines: kopf's handler threads print concurrently, and two of their
+        // lines can come out as one ("bench-call POSTbench-call POST").
+        let count = |w: &str| text.matches(w).count() as f64;
         let mut calls = BTreeMap::new();
         calls.insert("POST (handler)".to_owned(), count("bench-call POST"));
         calls.insert("DELETE (handler)".to_owned(), count("bench-call DELETE"));
@@ -1386,6 +1480,18 @@ async fn run_contender(
         )
     };
     let _ = host_mid;
+
+    // CPU of the shared servers over each phase: what this contender's job cost them (the
+    // harness's own requests and watch included, the same for every contender).
+    let spent_create = server_cpu_spent(&servers_before, &servers_available);
+    let spent_delete = server_cpu_spent(&servers_delete_start, &servers_deleted);
+    let ms_per_object = |spent: &ServerCpu| -> BTreeMap<&'static str, Option<f64>> {
+        spent
+            .iter()
+            .map(|(k, v)| (*k, v.map(|s| (s / n as f64 * 1e5).round() / 100.0)))
+            .collect()
+    };
+    let round2 = |s: f64| (s * 100.0).round() / 100.0;
 
     // time series
     let csv = args.out.join(format!("{label}.csv"));
@@ -1446,11 +1552,28 @@ async fn run_contender(
         "series": csv,
     });
     result["dns_records"] = records_report;
+    // Apart: one `json!` this long exceeds the macro recursion limit.
+    let servers = json!({
+        "server_cpu_s": {"create": spent_create, "delete": spent_delete},
+        "server_cpu_ms_per_object": {
+            "create": ms_per_object(&spent_create),
+            "delete": ms_per_object(&spent_delete),
+        },
+        "apiserver_etcd_cpu_ms_per_object_create": apiserver_etcd_ms(&spent_create, n),
+        "apiserver_etcd_cpu_ms_per_object_delete": apiserver_etcd_ms(&spent_delete, n),
+        "harness_cpu_s": {
+            "create": round2(harness_available - harness_before),
+            "delete": round2(harness_deleted - harness_delete_start),
+        },
+    });
+    if let (Value::Object(result), Value::Object(servers)) = (&mut result, servers) {
+        result.extend(servers);
+    }
     Ok(result)
 }
 
 /// Installs the CRD of the job's kind (from the plugin, `orchard crd`) when it is missing: the
-/// kopf contender works on Orchard's CRD.
+/// kopf and floor contenders work on Orchard's CRD.
 async fn ensure_crd(args: &Args, client: &Client, job: Job) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let r = job.resource();
@@ -1492,12 +1615,12 @@ fn fmt_opt(v: &Value, digits: usize) -> String {
 fn summary(results: &[Value], header: &str) -> String {
     let mut s = String::new();
     s.push_str(header);
-    s.push_str("\n\n| contender | kind | N | all Available | all deleted | Available/s | deleted/s | peak RSS | RSS after delete | CPU s | API writes/object (create + delete) | GETs/object | object changes/object | Events/object | actuator calls/object | reconciles/object | transient errors | ok |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("\n\n| contender | kind | N | all Available | all deleted | Available/s | deleted/s | peak RSS | RSS after delete | CPU s | apiserver+etcd CPU ms/object (create / delete) | API writes/object (create + delete) | GETs/object | object changes/object | Events/object | actuator calls/object | reconciles/object | transient errors | ok |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in results {
         // Writing to a String cannot fail.
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} s | {} s | {} | {} | {} MiB | {} MiB | {} | {} ({} + {}) | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} s | {} s | {} | {} | {} MiB | {} MiB | {} | {} / {} | {} ({} + {}) | {} | {} | {} | {} | {} | {} | {} |",
             r["contender"].as_str().unwrap_or(""),
             r["kind"].as_str().unwrap_or(""),
             r["objects"],
@@ -1508,6 +1631,8 @@ fn summary(results: &[Value], header: &str) -> String {
             r["rss_peak_mib"],
             r["rss_after_settle_mib"],
             r["cpu_s_job"],
+            fmt_opt(&r["apiserver_etcd_cpu_ms_per_object_create"], 2),
+            fmt_opt(&r["apiserver_etcd_cpu_ms_per_object_delete"], 2),
             r["apiserver_writes_per_object"],
             r["apiserver_writes_per_object_create"],
             r["apiserver_writes_per_object_delete"],
@@ -1555,6 +1680,52 @@ fn summary(results: &[Value], header: &str) -> String {
         "orchard-native",
         "deleted_per_s",
     );
+    // The floor is the ceiling of this machine for the job: the most any operator gets over
+    // kopf here (issue 13 asks for 2), and how far below it each contender is.
+    ratio("objects/s to Available", "floor", "kopf", "available_per_s");
+    for contender in ["orchard-component", "orchard-native", "kopf"] {
+        if contender != "kopf" {
+            ratio(
+                "objects/s to Available",
+                contender,
+                "floor",
+                "available_per_s",
+            );
+        }
+        ratio("objects/s deleted", contender, "floor", "deleted_per_s");
+    }
+    // The servers' CPU per object, each (the table has apiserver + etcd).
+    for r in results {
+        let per = &r["server_cpu_ms_per_object"];
+        if per.is_null() {
+            continue;
+        }
+        let _ = write!(
+            s,
+            "\n- {}: server CPU ms/object (create / delete):",
+            r["contender"].as_str().unwrap_or("")
+        );
+        for name in SERVERS {
+            let _ = write!(
+                s,
+                " {name} {} / {},",
+                fmt_opt(&per["create"][name], 2),
+                fmt_opt(&per["delete"][name], 2)
+            );
+        }
+        let n = r["objects"].as_f64().unwrap_or(1.0).max(1.0);
+        let harness = |phase: &str| {
+            r["harness_cpu_s"][phase]
+                .as_f64()
+                .map_or_else(|| "—".to_owned(), |c| format!("{:.2}", c / n * 1e3))
+        };
+        let _ = write!(
+            s,
+            " the harness {} / {}",
+            harness("create"),
+            harness("delete")
+        );
+    }
     s.push('\n');
     s
 }

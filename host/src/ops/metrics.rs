@@ -7,6 +7,8 @@
 //!   failed call);
 //! - `orchard_queue_depth{plugin}`: objects in the plugin's work queue (due, being passed,
 //!   or waiting for a requeue, poll or resync);
+//! - `orchard_events_dropped_total{plugin}`: Events not posted because the plugin's Event
+//!   lanes were full (the apiserver fell behind);
 //! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
 
 use std::sync::OnceLock;
@@ -68,6 +70,7 @@ pub struct Metrics {
     wasm_instances: Family<PluginLabels, Counter>,
     queue_depth: Family<PluginLabels, Gauge>,
     load_failures: Family<PluginLabels, Counter>,
+    events_dropped: Family<PluginLabels, Counter>,
     leader: Gauge,
 }
 
@@ -119,6 +122,12 @@ impl Metrics {
             "Plugins that failed to load",
             load_failures.clone(),
         );
+        let events_dropped = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "events_dropped",
+            "Events not posted because the Event lanes were full",
+            events_dropped.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -134,6 +143,7 @@ impl Metrics {
             wasm_instances,
             queue_depth,
             load_failures,
+            events_dropped,
             leader,
         }
     }
@@ -204,6 +214,15 @@ impl Metrics {
     /// A plugin failed to load.
     pub fn plugin_load_failed(&self, plugin: &str) {
         self.load_failures
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// An Event of `plugin` was dropped: its lane was full.
+    pub fn event_dropped(&self, plugin: &str) {
+        self.events_dropped
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),
             })

@@ -32,7 +32,7 @@ use tracing::Instrument;
 
 use super::envelope::{self, Envelope};
 use super::ops::{Note, SecretWrite};
-use super::status::{self, Pass, StatusId};
+use super::status::{self, OwnWritten, Pass, StatusId};
 use super::{Context, Error, PassRecord, deps, has_finalizer};
 use crate::actuator::{CallError, CallResult, Failure, Progress};
 use crate::reconcile::StoredMeta;
@@ -379,7 +379,8 @@ async fn publish_reports(
 /// the host dies before the status write.
 async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result<(), Error> {
     if pass.id.recorded(&obj.data["status"])
-        && (pass.marker_set || obj.annotations().contains_key(CREATE_PENDING))
+        && (pass.own_written == OwnWritten::FinalizerAndMarker
+            || obj.annotations().contains_key(CREATE_PENDING))
     {
         super::normal::clear_create_pending(obj, ctx).await?;
     }

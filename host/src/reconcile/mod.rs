@@ -157,6 +157,8 @@ pub struct Settings {
     pub abort_after_create: bool,
     /// Name of this host in Events.
     pub instance: String,
+    /// Which Events are published.
+    pub events: events::EventLevel,
     /// Readiness of the host, reported by `/readyz`.
     pub health: Arc<crate::ops::Health>,
     /// Every change of this value reconciles every object of the kind again (a new version
@@ -179,6 +181,7 @@ impl Default for Settings {
             concurrency: 4,
             abort_after_create: false,
             instance: "orchard".to_owned(),
+            events: events::EventLevel::Normal,
             health: Arc::default(),
             reconcile_all: None,
             caches: Arc::default(),
@@ -532,10 +535,11 @@ pub async fn run(
         health.controller_synced();
     });
 
-    let events = events::EventPublisher::new(
-        client.clone(),
+    let (events, event_lanes) = events::EventPublisher::new(
         format!("orchard.dev/{}", description.name),
         settings.instance.clone(),
+        settings.events,
+        description.name.clone(),
     );
     let ops = KubeOps::new(
         client.clone(),
@@ -608,7 +612,16 @@ pub async fn run(
         );
     }
     .instrument(tracing::info_span!("controller", plugin = %plugin));
-    tokio::join!(main, futures::future::join_all(guards), claims_feed);
+    // The Event lanes stop after the last pass, so that its Events are posted too.
+    let posting = CancellationToken::new();
+    let reconciling = async {
+        tokio::join!(main, futures::future::join_all(guards), claims_feed);
+        posting.cancel();
+    };
+    tokio::join!(
+        reconciling,
+        event_lanes.run(client.clone(), posting.clone())
+    );
     stop.cancel();
     Ok(())
 }

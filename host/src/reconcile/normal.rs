@@ -5,8 +5,9 @@
 //! 2. `locate` — status.id, import.id, import.filter, adoption, else create. Every id a pass
 //!    takes is claimed first ([`super::claims`]): an id another live object holds is refused;
 //! 3. `ensure_finalizer` — our finalizer before anything can change the external system or
-//!    an id is recorded; before a create it goes in the same write as the create-pending
-//!    marker;
+//!    an id is recorded; before the create of a plugin that cannot adopt it goes in the same
+//!    write as the create-pending marker (one that can adopt needs no marker: adoption runs
+//!    before every create);
 //! 4. `record_id` — status.id in the pass's status write; written on its own at once, right
 //!    after a create, when the plugin cannot adopt (nothing else would find the resource
 //!    after a crash);
@@ -24,7 +25,7 @@ use super::deps::{self, Purpose};
 use super::envelope::{Envelope, Import};
 use super::flow::{CREATE_PENDING, answer, call_failure};
 use super::ops::{Note, OwnMetadata};
-use super::status::{Pass, StatusId};
+use super::status::{OwnWritten, Pass, StatusId};
 use super::{Context, Error, has_finalizer};
 use crate::actuator::{Actuator, ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
 
@@ -66,13 +67,12 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
     let (res, found) = match locate(obj, ctx, actuator, envelope, &mut mo, &mut pass).await? {
         Ok(located) => located,
         Err(ended) => {
-            if !pass.marker_set {
-                // (The marker's write carried the finalizer.)
+            if pass.own_written == OwnWritten::Nothing {
                 ensure_finalizer(obj, ctx).await?;
             }
             return Ok(Pass {
                 id: pass.id,
-                marker_set: pass.marker_set,
+                own_written: pass.own_written,
                 // A create that waits may have reported its details already.
                 reports: actuator.take_reports(),
                 ..ended
@@ -274,31 +274,47 @@ async fn locate(
         _ => {}
     }
 
-    // Create, behind the marker (in the same write as the finalizer).
-    let marker = obj.annotations().get(CREATE_PENDING).cloned();
-    if marker.is_none() || !has_finalizer(obj, &ctx.names.finalizer) {
+    // Create, after our finalizer. A plugin that can adopt needs nothing more: adoption runs
+    // before every create, so the resource of a create whose id was never recorded is found,
+    // not made twice. One that cannot is marked in the same write (the next pass then stops
+    // instead of creating blindly) and has its id recorded at once, right after the create.
+    // A marker already there (an earlier create of this plugin) stays until an id is recorded.
+    let earlier_marker = obj.annotations().get(CREATE_PENDING).cloned();
+    let create_pending = match &earlier_marker {
+        None if !can_adopt => Some(Timestamp::now().to_string()),
+        other => other.clone(),
+    };
+    if create_pending != earlier_marker || !has_finalizer(obj, &ctx.names.finalizer) {
         ctx.ops
             .apply_metadata(
                 obj,
                 &OwnMetadata {
                     finalizer: true,
-                    create_pending: Some(marker.unwrap_or_else(|| Timestamp::now().to_string())),
+                    create_pending: create_pending.clone(),
                 },
             )
             .await?;
-        pass.marker_set = true;
+        pass.own_written = if earlier_marker.is_none() && create_pending.is_some() {
+            OwnWritten::FinalizerAndMarker
+        } else {
+            OwnWritten::Finalizer
+        };
     }
+    let marked = create_pending.is_some();
     let with_marker = |p: Pass| Pass {
-        marker_set: pass.marker_set,
+        own_written: pass.own_written,
         ..p
     };
     match actuator.create(mo).await {
-        // No answer: whether something was created is unknown; the marker stays, and the
-        // next pass looks for it by adoption before it creates again.
+        // No answer: whether something was created is unknown. The next pass looks for it by
+        // adoption before it creates again; a marker stays (its plugin cannot look: the next
+        // pass stops).
         Err(e) => Ok(Err(with_marker(Pass::failed(call_failure(&e))))),
         Ok(Err(status)) => {
             // The contract: a create that returns a status created nothing.
-            clear_create_pending(obj, ctx).await?;
+            if marked {
+                clear_create_pending(obj, ctx).await?;
+            }
             let mut failed = Pass::default();
             failed.absorb(status);
             Ok(Err(failed))
@@ -311,7 +327,9 @@ async fn locate(
             if let Err(other) = ctx.claims.reserve(obj, &res.id) {
                 // The plugin answered with a resource another object holds: it is not ours
                 // (deleting it would destroy the other object's resource).
-                clear_create_pending(obj, ctx).await?;
+                if marked {
+                    clear_create_pending(obj, ctx).await?;
+                }
                 return Ok(Err(Pass::failed(taken(
                     "create answered the existing resource",
                     &res.id,

@@ -85,8 +85,9 @@ pub trait ObjectOps: Send + Sync {
     async fn patch_status_id(&self, obj: &DynamicObject, id: Option<&str>) -> Result<(), Error>;
     /// MUST server-side apply `status` (the whole `status` value) as the status manager.
     async fn apply_status(&self, obj: &DynamicObject, status: &Value) -> Result<(), Error>;
-    /// SHOULD publish `note` as an Event on `obj`; a failure is logged, never returned. The
-    /// note MUST be cut to [`MAX_EVENT_NOTE`] rather than dropped.
+    /// SHOULD publish `note` as an Event on `obj`; a failure is logged, never returned, and
+    /// the pass SHOULD NOT wait for the apiserver's answer. The note MUST be cut to
+    /// [`MAX_EVENT_NOTE`] rather than dropped.
     async fn publish(&self, obj: &DynamicObject, note: Note);
     /// The cached object `namespace/name` of a dependency kind (`Secret` for credentials).
     fn cached(&self, kind: &str, namespace: &str, name: &str) -> Option<Arc<DynamicObject>>;
@@ -215,12 +216,9 @@ impl ObjectOps for KubeOps {
             reason: &note.reason,
             message: &message,
         };
-        if let Err(e) = self
-            .events
-            .publish(&event, &obj.object_ref(&self.resource))
-            .await
-        {
-            tracing::warn!(plugin = %self.plugin, object = %obj.name_any(), error = %e, "could not publish event");
+        if let Err(e) = self.events.publish(&event, &obj.object_ref(&self.resource)) {
+            crate::ops::metrics::global().event_dropped(&self.plugin);
+            tracing::warn!(plugin = %self.plugin, object = %obj.name_any(), reason = %note.reason, error = %e, "Event dropped");
         }
     }
 

@@ -21,12 +21,25 @@ pub struct Pass {
     pub released: bool,
     /// What `status.id` must be after the pass.
     pub id: StatusId,
-    /// This pass set the create-pending marker (the object read at its start lacks it).
-    pub marker_set: bool,
+    /// What this pass wrote of our own metadata before a create.
+    pub own_written: OwnWritten,
     /// The object is paused (`orchard.dev/paused`): nothing was done.
     pub paused: bool,
     /// What the plugin reported during the pass (connection details, drift).
     pub reports: Reports,
+}
+
+/// What a pass wrote of our own metadata (finalizer, create-pending marker) before a create;
+/// the object read at its start lacks it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OwnWritten {
+    /// Nothing: both were there, or no create was tried.
+    #[default]
+    Nothing,
+    /// Our finalizer (a plugin that can adopt, or a marker already there).
+    Finalizer,
+    /// Our finalizer and the create-pending marker (a plugin that cannot adopt).
+    FinalizerAndMarker,
 }
 
 /// What a pass does to `status.id`.

@@ -589,22 +589,22 @@ fn objects_writes(writes: &[Write]) -> usize {
 // ---------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn a_new_object_is_created_in_three_writes_plus_its_event() {
+async fn a_new_object_is_created_in_two_writes_plus_its_event() {
     let w = World::new(managed("a"));
     let (pass, next) = w.pass().await;
     assert!(pass.is_done(), "{pass:?}");
     assert_eq!(next, Next::Wait);
     let writes = w.cluster.writes();
+    // The plugin can adopt: the finalizer alone comes before the create (no marker).
     assert_eq!(
         kinds(&writes),
         [
-            "metadata(finalizer=true, marker=true)",
-            "event Created",
             "metadata(finalizer=true, marker=false)",
+            "event Created",
             "status(id=\"ext-a\")",
         ]
     );
-    assert_eq!(objects_writes(&writes), 3);
+    assert_eq!(objects_writes(&writes), 2);
     assert_eq!(
         w.system.calls(),
         [
@@ -714,7 +714,10 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
 
 #[tokio::test]
 async fn a_create_that_failed_cleanly_clears_its_marker() {
-    let system = System::default();
+    let system = System {
+        cannot_adopt: true,
+        ..System::default()
+    };
     *system.create.lock().unwrap() = CreateMode::Fails(Failure::Transient("quota".into()));
     let w = World::with(system, managed("a"));
     w.pass().await;
@@ -729,14 +732,31 @@ async fn a_create_that_failed_cleanly_clears_its_marker() {
 }
 
 #[tokio::test]
+async fn a_failed_create_of_a_plugin_that_can_adopt_writes_the_finalizer_once_and_no_marker() {
+    let system = System::default();
+    *system.create.lock().unwrap() = CreateMode::Fails(Failure::Transient("quota".into()));
+    let w = World::with(system, managed("a"));
+    w.pass().await;
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(writes[0], "metadata(finalizer=true, marker=false)");
+    assert_eq!(
+        writes.iter().filter(|w| w.starts_with("metadata")).count(),
+        1,
+        "{writes:?}"
+    );
+    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
+    assert!(!w.object().annotations().contains_key(CREATE_PENDING));
+}
+
+#[tokio::test]
 async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again() {
     let system = System::default();
     *system.create.lock().unwrap() = CreateMode::Traps;
     let w = World::with(system, managed("a"));
     w.pass().await;
     assert!(
-        w.object().annotations().contains_key(CREATE_PENDING),
-        "outcome unknown: the marker stays"
+        w.object().finalizers().contains(&FINALIZER.to_owned()),
+        "outcome unknown: the finalizer stays"
     );
     // It did create, in fact (the trap came after): the next pass adopts it.
     w.system.put("ext-a", "a");
@@ -751,12 +771,29 @@ async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again()
     );
     assert_eq!(
         kinds(&w.cluster.writes()),
+        ["event Adopted", "status(id=\"ext-a\")"]
+    );
+}
+
+#[tokio::test]
+async fn a_marker_left_by_an_earlier_create_goes_once_the_adopted_id_is_recorded() {
+    let w = World::new(managed("a"));
+    w.set(|o| {
+        o.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        o.metadata.annotations = Some([(CREATE_PENDING.to_owned(), "earlier".to_owned())].into());
+    });
+    w.system.put("ext-a", "a");
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(
+        kinds(&w.cluster.writes()),
         [
             "event Adopted",
             "metadata(finalizer=true, marker=false)",
             "status(id=\"ext-a\")"
         ]
     );
+    assert!(!w.object().annotations().contains_key(CREATE_PENDING));
 }
 
 #[tokio::test]
@@ -1453,7 +1490,8 @@ async fn a_missing_credentials_secret_waits_without_a_plugin_call_then_creates_w
         "guard Secret",
         "the Secret is guarded at its first use"
     );
-    assert_eq!(objects_writes(&writes), 3, "{:?}", kinds(&writes));
+    // The finalizer went on while it waited: the create costs the status write alone.
+    assert_eq!(objects_writes(&writes), 1, "{:?}", kinds(&writes));
     assert!(w.system.calls().contains(&"create".to_owned()));
 }
 
@@ -1523,9 +1561,8 @@ async fn a_paused_object_gets_no_plugin_call_and_says_paused_until_unpaused() {
     assert_eq!(
         kinds(&w.cluster.writes()),
         [
-            "metadata(finalizer=true, marker=true)",
-            "event Created",
             "metadata(finalizer=true, marker=false)",
+            "event Created",
             "status(id=\"ext-a\")"
         ],
         "unpaused: the create the pause held back, as any create"
@@ -1875,11 +1912,10 @@ async fn connection_details_of_a_create_go_into_the_objects_secret_and_nowhere_e
     assert_eq!(
         writes,
         [
-            "metadata(finalizer=true, marker=true)",
+            "metadata(finalizer=true, marker=false)",
             "event Created",
             "secret a-conn [\"password\", \"username\"]",
             "event ConnectionSecretWritten",
-            "metadata(finalizer=true, marker=false)",
             "status(id=\"ext-a\")",
         ]
     );

@@ -251,6 +251,7 @@ async fn a_generated_rabbitmq_password_is_in_the_connection_secret_and_nowhere_e
         !object_text.contains(&password),
         "the object carries the password"
     );
+    h.wait_event("app", "ConnectionSecretWritten").await?;
     let all_events = events(&h).await?;
     assert!(
         all_events.iter().all(|e| !e.contains(&password)),
