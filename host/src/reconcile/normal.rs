@@ -301,15 +301,12 @@ async fn locate(
         };
     }
     let marked = create_pending.is_some();
-    let with_marker = |p: Pass| Pass {
-        own_written: pass.own_written,
-        ..p
-    };
     match actuator.create(mo).await {
         // No answer: whether something was created is unknown. The next pass looks for it by
         // adoption before it creates again; a marker stays (its plugin cannot look: the next
         // pass stops).
-        Err(e) => Ok(Err(with_marker(Pass::failed(call_failure(&e))))),
+        // (What this pass wrote of our metadata is carried by `run`.)
+        Err(e) => Ok(Err(Pass::failed(call_failure(&e)))),
         Ok(Err(status)) => {
             // The contract: a create that returns a status created nothing.
             if marked {

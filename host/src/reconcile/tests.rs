@@ -758,6 +758,16 @@ async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again()
         w.object().finalizers().contains(&FINALIZER.to_owned()),
         "outcome unknown: the finalizer stays"
     );
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(
+        writes[0], "metadata(finalizer=true, marker=false)",
+        "{writes:?}"
+    );
+    assert_eq!(
+        writes.iter().filter(|w| w.starts_with("metadata")).count(),
+        1,
+        "the finalizer once, no marker: {writes:?}"
+    );
     // It did create, in fact (the trap came after): the next pass adopts it.
     w.system.put("ext-a", "a");
     *w.system.create.lock().unwrap() = CreateMode::Works;
@@ -816,6 +826,38 @@ async fn an_interrupted_create_of_a_plugin_that_cannot_adopt_is_never_repeated()
     );
     assert_eq!(next, Next::Wait);
     assert!(!w.system.calls().contains(&"create".to_owned()));
+}
+
+#[tokio::test]
+async fn a_marker_left_by_an_earlier_create_stays_through_a_new_create_until_its_id_is_recorded() {
+    let w = World::new(managed("a"));
+    w.set(|o| {
+        o.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        o.metadata.annotations = Some([(CREATE_PENDING.to_owned(), "earlier".to_owned())].into());
+    });
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(
+        w.system.calls(),
+        [
+            "list-for-adoption",
+            "create",
+            "reconcilers",
+            "available",
+            "observed"
+        ]
+    );
+    // No metadata write before the create (finalizer and marker are there); the marker goes
+    // with the id recorded.
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "event Created",
+            "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")"
+        ]
+    );
+    assert!(!w.object().annotations().contains_key(CREATE_PENDING));
 }
 
 #[tokio::test]
@@ -1117,6 +1159,51 @@ async fn create_answering_an_id_another_object_holds_is_terminal() {
     assert_eq!(
         pass.failure.as_ref().map(Failure::reason),
         Some("InvalidConfiguration")
+    );
+    assert!(b.object().data["status"]["id"].is_null());
+    assert!(!b.object().annotations().contains_key(CREATE_PENDING));
+    // It can adopt: the finalizer alone before the create, no marker to clear after it.
+    let writes = kinds(&b.cluster.writes());
+    assert_eq!(
+        writes[0], "metadata(finalizer=true, marker=false)",
+        "{writes:?}"
+    );
+    assert_eq!(
+        writes.iter().filter(|w| w.starts_with("metadata")).count(),
+        1,
+        "{writes:?}"
+    );
+}
+
+#[tokio::test]
+async fn create_answering_an_id_another_object_holds_clears_the_marker_of_a_plugin_that_cannot_adopt()
+ {
+    let claims = Arc::new(Claims::default());
+    let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    a.pass().await;
+    let system = System {
+        cannot_adopt: true,
+        ..System::default()
+    };
+    *system.create.lock().unwrap() = CreateMode::AnswersId("ext-a".into());
+    let b = World::sharing(system, managed("b"), claims);
+    let (pass, _) = b.pass().await;
+    assert_eq!(
+        pass.failure.as_ref().map(Failure::reason),
+        Some("InvalidConfiguration")
+    );
+    let writes = kinds(&b.cluster.writes());
+    assert_eq!(
+        writes[..2],
+        [
+            "metadata(finalizer=true, marker=true)",
+            "metadata(finalizer=true, marker=false)"
+        ],
+        "{writes:?}"
+    );
+    assert!(
+        !writes.iter().any(|w| w.starts_with("status.id")),
+        "no id recorded: {writes:?}"
     );
     assert!(b.object().data["status"]["id"].is_null());
     assert!(!b.object().annotations().contains_key(CREATE_PENDING));

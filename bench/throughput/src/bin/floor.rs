@@ -293,17 +293,11 @@ impl Operator {
             "resourceVersion": obj.metadata.resource_version,
             "finalizers": finalizers,
         }});
-        match self
+        let result = self
             .api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(written) => {
-                self.wrote(&written);
-                Ok(written)
-            }
-            Err(e) => Err(api_failure(&name, what, &e, obj)),
-        }
+            .await;
+        self.written(result, what, obj)
     }
 
     /// One status merge patch: `status.id` and the conditions, in the shape of kopf's
@@ -326,16 +320,27 @@ impl Operator {
             "id": zone,
             "conditions": [condition("Available", "True"), condition("Progressing", "False")],
         }});
-        match self
+        let result = self
             .api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+            .await;
+        self.written(result, "writing the status", obj)
+    }
+
+    /// The object a patch of `obj` wrote (remembered, so that its own watch event is not
+    /// handled again), or the failure of `what`.
+    fn written(
+        &self,
+        result: Result<DynamicObject, kube::Error>,
+        what: &str,
+        obj: &DynamicObject,
+    ) -> Result<DynamicObject, Failure> {
+        match result {
             Ok(written) => {
                 self.wrote(&written);
                 Ok(written)
             }
-            Err(e) => Err(api_failure(&name, "writing the status", &e, obj)),
+            Err(e) => Err(api_failure(&obj.name_any(), what, &e, obj)),
         }
     }
 
