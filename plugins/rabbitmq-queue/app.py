@@ -88,7 +88,6 @@ class QueueState:
     bindings: List[BoundTo] = field(default_factory=list)
     #: Definition of the policy ``orchard.queue.<name>``; ``None`` when there is none.
     policy: Optional[Dict[str, Any]] = None
-    messages: Optional[int] = None
 
 
 BINDINGS = "bindings"
@@ -132,7 +131,6 @@ def fetch(client: Client, vhost: str, name: str, q: Optional[dict] = None) -> Op
             arguments={k: v for k, v in (q.get("arguments") or {}).items() if k != "x-queue-type"},
             bindings=sorted(bindings, key=lambda b: (b.exchange, b.routing_key)),
             policy=None if policy is None else dict(policy.get("definition") or {}),
-            messages=q.get("messages"),
         ),
     )
 
@@ -231,7 +229,6 @@ class Queue(Base):
                         "exchange": {"type": "string"}, "routingKey": {"type": "string"}}}},
                     "maxLength": {"type": "integer"},
                     "messageTtl": {"type": "integer"},
-                    "messages": {"type": "integer"},
                 },
             },
             dependencies=[DependencyDecl.guarded("vhost", "vhostRef", "RabbitVhost")],
@@ -307,6 +304,9 @@ class Queue(Base):
         return super().run_reconciler(name, obj, res)
 
     def observed(self, res: Resource[QueueState]) -> dict:
+        # The queue's configuration only: live counters (``messages``, which RabbitMQ fills in
+        # a stats round after the queue appears) would change status.observed between two passes
+        # that changed nothing, failing reconcile-idempotent and costing a status write per resync.
         s = res.state
         out: Dict[str, Any] = {
             "vhost": s.vhost, "name": s.name, "type": s.queue_type, "durable": s.durable,
@@ -316,8 +316,6 @@ class Queue(Base):
         for attr, key in POLICY_KEYS.items():
             if s.policy and key in s.policy:
                 out["maxLength" if attr == "max_length" else "messageTtl"] = s.policy[key]
-        if s.messages is not None:
-            out["messages"] = s.messages
         return out
 
 

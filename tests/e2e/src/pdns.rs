@@ -92,12 +92,37 @@ impl Api {
         })
     }
 
+    /// Sends the request `build` makes and answers PowerDNS's response. A 5xx — its sqlite
+    /// backend busy with another suite's write ("database is locked") — is retried for a few
+    /// seconds, as the plugins retry it; any other status is the caller's to judge.
+    async fn send(
+        &self,
+        what: &str,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> anyhow::Result<reqwest::Response> {
+        poll_until(
+            Duration::from_secs(10),
+            &format!("PowerDNS to {what}"),
+            || {
+                let request = build();
+                async move {
+                    let response = request.send().await?;
+                    let status = response.status();
+                    if status.is_server_error() {
+                        bail!("HTTP {status}: {}", response.text().await?);
+                    }
+                    Ok(Some(response))
+                }
+            },
+        )
+        .await
+    }
+
     /// The zone as PowerDNS has it (with record sets), `None` when it does not exist.
     pub async fn zone(&self, name: &str) -> anyhow::Result<Option<Value>> {
+        let url = format!("{}/{name}", self.zones_url);
         let response = self
-            .http
-            .get(format!("{}/{name}", self.zones_url))
-            .send()
+            .send(&format!("GET zone {name}"), || self.http.get(&url))
             .await?;
         match response.status().as_u16() {
             404 | 422 => Ok(None),
@@ -111,7 +136,9 @@ impl Api {
 
     /// Every zone PowerDNS has (without record sets).
     pub async fn zones(&self) -> anyhow::Result<Vec<Value>> {
-        let response = self.http.get(&self.zones_url).send().await?;
+        let response = self
+            .send("list zones", || self.http.get(&self.zones_url))
+            .await?;
         if !response.status().is_success() {
             bail!("PowerDNS GET zones: HTTP {}", response.status());
         }
@@ -120,11 +147,11 @@ impl Api {
 
     /// Creates a zone directly in PowerDNS (as someone outside Orchard would).
     pub async fn create_zone(&self, name: &str, account: &str) -> anyhow::Result<()> {
+        let body = json!({"name": name, "kind": "Native", "nameservers": [], "account": account});
         let response = self
-            .http
-            .post(&self.zones_url)
-            .json(&json!({"name": name, "kind": "Native", "nameservers": [], "account": account}))
-            .send()
+            .send(&format!("create zone {name}"), || {
+                self.http.post(&self.zones_url).json(&body)
+            })
             .await?;
         if !response.status().is_success() {
             bail!(
@@ -138,11 +165,12 @@ impl Api {
 
     /// Changes a zone's account directly in PowerDNS (drift, as someone outside Orchard).
     pub async fn set_account(&self, name: &str, account: &str) -> anyhow::Result<()> {
+        let url = format!("{}/{name}", self.zones_url);
+        let body = json!({"account": account});
         let response = self
-            .http
-            .put(format!("{}/{name}", self.zones_url))
-            .json(&json!({"account": account}))
-            .send()
+            .send(&format!("set the account of zone {name}"), || {
+                self.http.put(&url).json(&body)
+            })
             .await?;
         if !response.status().is_success() {
             bail!(
@@ -154,27 +182,16 @@ impl Api {
         Ok(())
     }
 
-    /// Deletes a zone directly in PowerDNS. A 5xx (its sqlite backend busy with another
-    /// suite's write) is retried for a few seconds; so is any other failure, which is then
-    /// reported with its status.
+    /// Deletes a zone directly in PowerDNS.
     pub async fn delete_zone(&self, name: &str) -> anyhow::Result<()> {
         let url = format!("{}/{name}", self.zones_url);
-        poll_until(
-            Duration::from_secs(10),
-            &format!("PowerDNS to delete zone {name}"),
-            || async {
-                let response = self.http.delete(&url).send().await?;
-                let status = response.status();
-                if status.is_server_error() {
-                    return Ok(None);
-                }
-                if !status.is_success() {
-                    bail!("PowerDNS delete zone {name}: HTTP {status}");
-                }
-                Ok(Some(()))
-            },
-        )
-        .await
+        let response = self
+            .send(&format!("delete zone {name}"), || self.http.delete(&url))
+            .await?;
+        if !response.status().is_success() {
+            bail!("PowerDNS delete zone {name}: HTTP {}", response.status());
+        }
+        Ok(())
     }
 
     /// The record set `name`/`type_` of `zone` in PowerDNS.
