@@ -4,10 +4,12 @@
 #
 #   bench/run.sh [--objects N] [--contenders a,b,c] [options] [-- harness options]
 #
-# Contenders: orchard-component (pdns-zone component), orchard-native (the same actuator linked
-# into the host, feature bench-native), kopf (bench/kopf/operator.py), orchard-python (the
+# Contenders: orchard-component (pdns-zone component), orchard-warning (the same with
+# `--events warning`), orchard-native (the same actuator linked into the host, feature
+# bench-native), kopf (bench/kopf/operator.py at kopf's defaults: no Events of its own),
+# kopf-events (the same with its handlers' logs posted as Events), orchard-python (the
 # rabbitmq-vhost Python guest), floor (orchard-floor, bench/throughput/src/bin/floor.rs: the
-# least a leak-safe operator asks of the apiserver, the machine's ceiling). Default: all five,
+# least a leak-safe operator asks of the apiserver, the machine's ceiling). Default: all seven,
 # N=1000.
 #
 # Options:
@@ -34,7 +36,7 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 VENV=${ORCHARD_BENCH_VENV:-$HOME/.cache/orchard/bench-venv}
 
 OBJECTS=1000
-CONTENDERS=orchard-component,orchard-native,kopf,orchard-python,floor
+CONTENDERS=orchard-component,orchard-warning,orchard-native,kopf,kopf-events,orchard-python,floor
 OUT=
 PROFILE=release
 BUILD=1
@@ -42,7 +44,7 @@ BUILD_PLUGINS=1
 PLOT=1
 KEEP_ENV=0
 PASS=()
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --objects) OBJECTS=$2; shift 2 ;;
@@ -68,7 +70,7 @@ OUT=${OUT:-$TARGET/bench/throughput-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 
 # ---- the venv: kopf and matplotlib from PyPI (bench/requirements.txt), once per change
-if has kopf || [ "$PLOT" = 1 ]; then
+if has kopf || has kopf-events || [ "$PLOT" = 1 ]; then
   stamp=$VENV/.bench-requirements
   if ! cmp -s bench/requirements.txt "$stamp" 2>/dev/null; then
     say "bench venv ($VENV)"

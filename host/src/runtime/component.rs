@@ -38,7 +38,7 @@ use serde_json::Value;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{ActuatorPlugin, ActuatorPluginPre, wit};
-use super::egress::EgressPolicy;
+use super::egress::Egress;
 use super::engine;
 use super::limits::Limits;
 use super::state::PluginState;
@@ -53,7 +53,7 @@ pub(crate) struct Loaded {
     pub(crate) name: Arc<str>,
     pub(crate) pre: ActuatorPluginPre<PluginState>,
     pub(crate) limits: Limits,
-    pub(crate) egress: Arc<EgressPolicy>,
+    pub(crate) egress: Arc<Egress>,
     pub(crate) digest: String,
 }
 

@@ -1,14 +1,29 @@
-//! Outbound HTTP policy: the `WasiHttpHooks` through which every request of a plugin goes.
+//! Outbound HTTP: the policy, the `WasiHttpHooks` through which every request of a plugin
+//! goes, and the plugin's connections.
 //!
 //! Restrictive by default: an empty allow-list denies everything. A denied request fails in
 //! the guest with `HttpRequestDenied` (the SDKs turn it into a clear failure) and is logged
 //! here with the plugin's name.
+//!
+//! Every instance of one plugin sends through that plugin's `Egress`: a keep-alive
+//! connection pool per destination, so the requests of a pass (and of the next passes) skip
+//! the TCP connect and the TLS handshake after the first. Connections are never shared between
+//! plugins, and one is reused only after its exchange is complete (its response body read to
+//! the end); a response body a guest drops unread closes its connection.
 
+use std::error::Error as _;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 /// Errors of this module.
@@ -140,9 +155,173 @@ impl EgressPolicy {
     }
 }
 
-/// The hooks of one store: the plugin's policy and its name for logs.
+/// How long an idle pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+
+/// Most idle connections kept per destination (the default reconcile concurrency is 16).
+const POOL_MAX_IDLE_PER_DESTINATION: usize = 32;
+
+/// One plugin's way out: its policy and its connection pool, shared by all its instances.
+pub(crate) struct Egress {
+    pub(crate) policy: EgressPolicy,
+    client: Client<HttpsConnector<HttpConnector>, WasiBody>,
+}
+
+impl Egress {
+    /// The egress of one loaded plugin. TLS as wasmtime-wasi-http's own client: rustls (ring)
+    /// with the webpki roots.
+    pub(crate) fn new(policy: EgressPolicy) -> Self {
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false); // the TLS layer above takes https
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(policy.connect_timeout));
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
+        // Invariant: ring's provider has cipher suites for TLS 1.2 and 1.3.
+        #[allow(clippy::expect_used, reason = "a true invariant")]
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions");
+        let tls = builder.with_root_certificates(roots).with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_max_idle_per_host(POOL_MAX_IDLE_PER_DESTINATION)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        Self { policy, client }
+    }
+
+    /// Sends `request` on a pooled connection (or a new one). The response head must come
+    /// within the connect and first-byte timeouts together (a reused connection has no connect
+    /// phase, and the pool connects with the policy's own connect timeout); then each body
+    /// frame within the between-bytes timeout; the body is capped at the policy's size.
+    async fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: RequestOptions,
+    ) -> Result<http::Response<WasiBody>, HttpError> {
+        let head_within = options
+            .connect_timeout
+            .unwrap_or(self.policy.connect_timeout)
+            + options
+                .first_byte_timeout
+                .unwrap_or(self.policy.response_timeout);
+        let response = tokio::time::timeout(head_within, self.client.request(request))
+            .await
+            .map_err(|_| HttpError::ConnectionReadTimeout)?
+            .map_err(|e| client_error(&e))?;
+        let gap = options
+            .between_bytes_timeout
+            .unwrap_or(self.policy.response_timeout)
+            .max(Duration::from_nanos(1));
+        let cap = self.policy.max_response_bytes;
+        Ok(response.map(|body| {
+            Limited::new(IncomingBody::new(body, gap), cap)
+                .map_err(move |e| match e.downcast::<HttpError>() {
+                    Ok(e) => *e,
+                    Err(_) => HttpError::HttpResponseBodySize(u64::try_from(cap).ok()),
+                })
+                .boxed_unsync()
+        }))
+    }
+}
+
+/// The pool's error as the guest's error code: a refused or timed-out connect, a failed TLS
+/// handshake, or what hyper reported on the connection.
+fn client_error(e: &hyper_util::client::legacy::Error) -> HttpError {
+    let mut source = e.source();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::TimedOut => return HttpError::ConnectionTimeout,
+                std::io::ErrorKind::ConnectionRefused => return HttpError::ConnectionRefused,
+                _ => {}
+            }
+        }
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
+            if hyper.is_timeout() {
+                return HttpError::HttpResponseTimeout;
+            }
+            if hyper.is_incomplete_message() || hyper.is_closed() {
+                return HttpError::HttpResponseIncomplete;
+            }
+        }
+        source = cause.source();
+    }
+    if e.is_connect() {
+        let what = e
+            .source()
+            .map_or_else(|| e.to_string(), ToString::to_string);
+        HttpError::Connect(std::io::Error::other(what))
+    } else {
+        HttpError::HttpProtocolError
+    }
+}
+
+/// A response body whose frames must each come within `gap` of the one before.
+struct IncomingBody {
+    body: hyper::body::Incoming,
+    gap: Duration,
+    next_by: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl IncomingBody {
+    fn new(body: hyper::body::Incoming, gap: Duration) -> Self {
+        Self {
+            body,
+            gap,
+            next_by: Box::pin(tokio::time::sleep(gap)),
+        }
+    }
+}
+
+impl hyper::body::Body for IncomingBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, HttpError>>> {
+        match Pin::new(&mut self.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let next_by = tokio::time::Instant::now() + self.gap;
+                self.next_by.as_mut().reset(next_by);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(if e.is_timeout() {
+                HttpError::HttpResponseTimeout
+            } else {
+                HttpError::from(e)
+            }))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match self.next_by.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The hooks of one store: the plugin's egress and its name for logs.
 pub(crate) struct EgressHooks {
-    pub(crate) policy: Arc<EgressPolicy>,
+    pub(crate) egress: Arc<Egress>,
     pub(crate) plugin: Arc<str>,
 }
 
@@ -165,7 +344,8 @@ impl WasiHttpHooks for EgressHooks {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
-        let policy = Arc::clone(&self.policy);
+        let egress = Arc::clone(&self.egress);
+        let policy = &egress.policy;
         if !policy.allows(request.uri()) {
             tracing::warn!(plugin = %self.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)");
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
@@ -187,18 +367,13 @@ impl WasiHttpHooks for EgressHooks {
                 policy.response_timeout,
             ),
         };
+        let plugin = Arc::clone(&self.plugin);
         Box::new(async move {
-            let (response, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
-            let cap = policy.max_response_bytes;
-            let response = response.map(|body| {
-                Limited::new(body, cap)
-                    .map_err(move |e| match e.downcast::<HttpError>() {
-                        Ok(e) => *e,
-                        Err(_) => HttpError::HttpResponseBodySize(u64::try_from(cap).ok()),
-                    })
-                    .boxed_unsync()
-            });
+            let response = egress.send(request, options).await.inspect_err(|e| {
+                tracing::debug!(plugin = %plugin, error = %e, "outbound request failed");
+            })?;
+            // The pool's own tasks drive the connection: nothing is left for the caller to.
+            let io = async { Ok(()) };
             Ok((
                 response,
                 Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
@@ -210,7 +385,153 @@ impl WasiHttpHooks for EgressHooks {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, reason = "test code")]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
+
+    /// How a test server answers a request.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        /// `200` with this body, on a keep-alive connection.
+        Body(&'static str),
+        /// `200 ok`, then the connection is closed (`Connection: close`).
+        Close,
+        /// Nothing: the connection is held open without an answer.
+        Never,
+    }
+
+    /// A server on loopback answering every request as `answer` says; returns its URL and the
+    /// number of connections it accepted.
+    async fn server(answer: Answer) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |_request| async move {
+                        let body = match answer {
+                            Answer::Body(body) => body,
+                            Answer::Close => "ok",
+                            Answer::Never => std::future::pending().await,
+                        };
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(Bytes::from_static(body.as_bytes())),
+                        ))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(!matches!(answer, Answer::Close))
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    fn egress(url: &str) -> Arc<Egress> {
+        Arc::new(Egress::new(EgressPolicy::allowing([url]).unwrap()))
+    }
+
+    /// One GET through a new store's hooks (as each pass's instance has): status and body.
+    async fn get(egress: &Arc<Egress>, url: &str) -> Result<(u16, Bytes), HttpError> {
+        let mut hooks = EgressHooks {
+            egress: Arc::clone(egress),
+            plugin: "test-plugin".into(),
+        };
+        let request = http::Request::get(format!("{url}/api"))
+            .body(
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .unwrap();
+        let sent = hooks.send_request(request, None, Box::new(async { Ok(()) }));
+        let (response, _io) = Box::into_pin(sent).await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+
+    #[tokio::test]
+    async fn the_instances_of_one_plugin_reuse_one_connection() {
+        let (url, accepted) = server(Answer::Body("ok")).await;
+        let egress = egress(&url);
+        for _ in 0..3 {
+            assert_eq!(get(&egress, &url).await.unwrap(), (200, Bytes::from("ok")));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn two_plugins_never_share_a_connection() {
+        let (url, accepted) = server(Answer::Body("ok")).await;
+        for plugin in [egress(&url), egress(&url)] {
+            get(&plugin, &url).await.unwrap();
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_destination_that_closes_every_connection_answers_every_request() {
+        let (url, accepted) = server(Answer::Close).await;
+        let egress = egress(&url);
+        for _ in 0..3 {
+            assert_eq!(get(&egress, &url).await.unwrap(), (200, Bytes::from("ok")));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_response_head_that_does_not_come_in_time_fails_the_request() {
+        let (url, _) = server(Answer::Never).await;
+        let egress = Arc::new(Egress::new(EgressPolicy {
+            connect_timeout: Duration::from_millis(100),
+            response_timeout: Duration::from_millis(100),
+            ..EgressPolicy::allowing([url.as_str()]).unwrap()
+        }));
+        let err = get(&egress, &url).await.unwrap_err();
+        assert!(matches!(err, HttpError::ConnectionReadTimeout), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_response_body_over_the_cap_fails_with_the_cap() {
+        let (url, _) = server(Answer::Body("0123456789abcdef0123456789abcdef")).await;
+        let egress = Arc::new(Egress::new(EgressPolicy {
+            max_response_bytes: 16,
+            ..EgressPolicy::allowing([url.as_str()]).unwrap()
+        }));
+        let err = get(&egress, &url).await.unwrap_err();
+        assert!(
+            matches!(err, HttpError::HttpResponseBodySize(Some(16))),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connect_is_reported_as_refused() {
+        // A port just bound and released: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let err = get(&egress(&url), &url).await.unwrap_err();
+        assert!(matches!(err, HttpError::ConnectionRefused), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_destination_off_the_allow_list_is_denied_without_a_connection() {
+        let (url, accepted) = server(Answer::Body("ok")).await;
+        let egress = Arc::new(Egress::new(EgressPolicy::default()));
+        let err = get(&egress, &url).await.unwrap_err();
+        assert!(matches!(err, HttpError::HttpRequestDenied), "{err:?}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+    }
 
     fn uri(s: &str) -> http::Uri {
         s.parse().unwrap()

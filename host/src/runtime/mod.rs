@@ -160,7 +160,7 @@ impl Runtime {
             name: name.into(),
             pre,
             limits: config.limits,
-            egress: Arc::new(config.egress),
+            egress: Arc::new(egress::Egress::new(config.egress)),
             digest: loaded.digest,
         }))
     }

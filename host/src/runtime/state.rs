@@ -15,7 +15,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{log, report};
-use super::egress::{EgressHooks, EgressPolicy};
+use super::egress::{Egress, EgressHooks};
 use super::limits::{MAX_OUTPUT_BYTES_PER_CALL, MAX_OUTPUT_LINES_PER_CALL, MemoryCap};
 use crate::actuator::Reports;
 
@@ -41,7 +41,7 @@ impl PluginState {
     pub(crate) fn new(
         plugin: Arc<str>,
         object: String,
-        egress: Arc<EgressPolicy>,
+        egress: Arc<Egress>,
         memory_limit: usize,
     ) -> Self {
         // WasiCtxBuilder starts empty (no args, env, or preopens); sockets are closed
@@ -59,10 +59,7 @@ impl PluginState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             table,
-            egress: EgressHooks {
-                policy: egress,
-                plugin,
-            },
+            egress: EgressHooks { egress, plugin },
             memory: MemoryCap {
                 limit: memory_limit,
                 hit: false,
