@@ -480,6 +480,8 @@ struct HostMetrics {
     calls: BTreeMap<String, f64>,
     reconciles: BTreeMap<String, f64>,
     errors: BTreeMap<String, f64>,
+    /// `orchard_plugin_http_connections_total`, all plugins.
+    http_connections: f64,
 }
 
 async fn host_metrics(http: &reqwest::Client, admin: &str) -> anyhow::Result<HostMetrics> {
@@ -503,6 +505,7 @@ async fn host_metrics(http: &reqwest::Client, admin: &str) -> anyhow::Result<Hos
             "orchard_reconcile_errors_total" => {
                 *m.errors.entry(label("reason")).or_insert(0.0) += value;
             }
+            "orchard_plugin_http_connections_total" => m.http_connections += value,
             _ => {}
         }
     }
@@ -1338,6 +1341,7 @@ async fn run_contender(
                 *counts.entry(key.clone()).or_insert(0.0) -= value;
             }
         }
+        host_before.http_connections -= host_mid.http_connections;
     }
 
     // ---- delete (the records first: a zone cannot go while a record uses it)
@@ -1555,6 +1559,10 @@ async fn run_contender(
         && delete.done_s.is_some()
         && external_created == n
         && external_left == 0;
+    // Orchard: connections its plugins' outbound HTTP opened (keep-alive pools).
+    let http_connections = contender
+        .is_orchard()
+        .then(|| per(host_after.http_connections - host_before.http_connections));
     let mut result = json!({
         "contender": label,
         "kind": resource.kind,
@@ -1598,6 +1606,7 @@ async fn run_contender(
         "log": log,
         "series": csv,
     });
+    result["plugin_http_connections_per_object"] = json!(http_connections);
     result["dns_records"] = records_report;
     // Apart: one `json!` this long exceeds the macro recursion limit.
     let servers = json!({

@@ -9,6 +9,9 @@
 //!   or waiting for a requeue, poll or resync);
 //! - `orchard_events_dropped_total{plugin}`: Events not posted because the plugin's Event
 //!   lanes were full (the apiserver fell behind);
+//! - `orchard_plugin_http_connections_total{plugin}`: connections the plugin's outbound HTTP
+//!   opened (its requests reuse them: far fewer than requests, unless the destination closes
+//!   each one);
 //! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
 
 use std::sync::OnceLock;
@@ -71,6 +74,7 @@ pub struct Metrics {
     queue_depth: Family<PluginLabels, Gauge>,
     load_failures: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
+    http_connections: Family<PluginLabels, Counter>,
     leader: Gauge,
 }
 
@@ -128,6 +132,12 @@ impl Metrics {
             "Events not posted because the Event lanes were full",
             events_dropped.clone(),
         );
+        let http_connections = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_http_connections",
+            "Connections opened by plugins' outbound HTTP",
+            http_connections.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -144,6 +154,7 @@ impl Metrics {
             queue_depth,
             load_failures,
             events_dropped,
+            http_connections,
             leader,
         }
     }
@@ -223,6 +234,15 @@ impl Metrics {
     /// An Event of `plugin` was dropped: its lane was full.
     pub fn event_dropped(&self, plugin: &str) {
         self.events_dropped
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// `plugin`'s outbound HTTP opened a connection.
+    pub fn http_connection_opened(&self, plugin: &str) {
+        self.http_connections
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),
             })

@@ -164,13 +164,13 @@ const POOL_MAX_IDLE_PER_DESTINATION: usize = 32;
 /// One plugin's way out: its policy and its connection pool, shared by all its instances.
 pub(crate) struct Egress {
     pub(crate) policy: EgressPolicy,
-    client: Client<HttpsConnector<HttpConnector>, WasiBody>,
+    client: Client<HttpsConnector<CountingConnector>, WasiBody>,
 }
 
 impl Egress {
     /// The egress of one loaded plugin. TLS as wasmtime-wasi-http's own client: rustls (ring)
     /// with the webpki roots.
-    pub(crate) fn new(policy: EgressPolicy) -> Self {
+    pub(crate) fn new(policy: EgressPolicy, plugin: Arc<str>) -> Self {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false); // the TLS layer above takes https
         tcp.set_nodelay(true);
@@ -190,7 +190,7 @@ impl Egress {
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(tcp);
+            .wrap_connector(CountingConnector { tcp, plugin });
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .pool_max_idle_per_host(POOL_MAX_IDLE_PER_DESTINATION)
@@ -231,6 +231,45 @@ impl Egress {
                 })
                 .boxed_unsync()
         }))
+    }
+}
+
+/// The TCP connector of one plugin's pool, counting the connections it opens
+/// (`orchard_plugin_http_connections_total`).
+#[derive(Clone)]
+struct CountingConnector {
+    tcp: HttpConnector,
+    plugin: Arc<str>,
+}
+
+type Connecting = Pin<
+    Box<
+        dyn Future<
+                Output = Result<
+                    <HttpConnector as tower::Service<http::Uri>>::Response,
+                    <HttpConnector as tower::Service<http::Uri>>::Error,
+                >,
+            > + Send,
+    >,
+>;
+
+impl tower::Service<http::Uri> for CountingConnector {
+    type Response = <HttpConnector as tower::Service<http::Uri>>::Response;
+    type Error = <HttpConnector as tower::Service<http::Uri>>::Error;
+    type Future = Connecting;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.tcp.poll_ready(cx)
+    }
+
+    fn call(&mut self, destination: http::Uri) -> Self::Future {
+        let connecting = self.tcp.call(destination);
+        let plugin = Arc::clone(&self.plugin);
+        Box::pin(async move {
+            let stream = connecting.await?;
+            crate::ops::metrics::global().http_connection_opened(&plugin);
+            Ok(stream)
+        })
     }
 }
 
@@ -433,7 +472,10 @@ mod tests {
     }
 
     fn egress(url: &str) -> Arc<Egress> {
-        Arc::new(Egress::new(EgressPolicy::allowing([url]).unwrap()))
+        Arc::new(Egress::new(
+            EgressPolicy::allowing([url]).unwrap(),
+            "test-plugin".into(),
+        ))
     }
 
     /// One GET through a new store's hooks (as each pass's instance has): status and body.
@@ -456,14 +498,44 @@ mod tests {
         Ok((status, body))
     }
 
-    #[tokio::test]
-    async fn the_instances_of_one_plugin_reuse_one_connection() {
-        let (url, accepted) = server(Answer::Body("ok")).await;
+    /// Three GETs answered `ok`, from three instances of one plugin: the connections the
+    /// server accepted.
+    async fn connections_for_three_gets(answer: Answer) -> usize {
+        let (url, accepted) = server(answer).await;
         let egress = egress(&url);
         for _ in 0..3 {
             assert_eq!(get(&egress, &url).await.unwrap(), (200, Bytes::from("ok")));
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        accepted.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn the_instances_of_one_plugin_reuse_one_connection() {
+        assert_eq!(connections_for_three_gets(Answer::Body("ok")).await, 1);
+    }
+
+    #[tokio::test]
+    async fn the_connections_a_plugin_opens_are_counted_by_plugin() {
+        let opened = || {
+            let metrics = crate::ops::metrics::global().encode();
+            metrics
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(
+                        "orchard_plugin_http_connections_total{plugin=\"counted-plugin\"} ",
+                    )
+                })
+                .map_or(0, |v| v.parse::<u64>().unwrap())
+        };
+        let (url, _) = server(Answer::Body("ok")).await;
+        let egress = Arc::new(Egress::new(
+            EgressPolicy::allowing([url.as_str()]).unwrap(),
+            "counted-plugin".into(),
+        ));
+        for _ in 0..3 {
+            get(&egress, &url).await.unwrap();
+        }
+        assert_eq!(opened(), 1);
     }
 
     #[tokio::test]
@@ -477,22 +549,20 @@ mod tests {
 
     #[tokio::test]
     async fn a_destination_that_closes_every_connection_answers_every_request() {
-        let (url, accepted) = server(Answer::Close).await;
-        let egress = egress(&url);
-        for _ in 0..3 {
-            assert_eq!(get(&egress, &url).await.unwrap(), (200, Bytes::from("ok")));
-        }
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        assert_eq!(connections_for_three_gets(Answer::Close).await, 3);
     }
 
     #[tokio::test]
     async fn a_response_head_that_does_not_come_in_time_fails_the_request() {
         let (url, _) = server(Answer::Never).await;
-        let egress = Arc::new(Egress::new(EgressPolicy {
-            connect_timeout: Duration::from_millis(100),
-            response_timeout: Duration::from_millis(100),
-            ..EgressPolicy::allowing([url.as_str()]).unwrap()
-        }));
+        let egress = Arc::new(Egress::new(
+            EgressPolicy {
+                connect_timeout: Duration::from_millis(100),
+                response_timeout: Duration::from_millis(100),
+                ..EgressPolicy::allowing([url.as_str()]).unwrap()
+            },
+            "test-plugin".into(),
+        ));
         let err = get(&egress, &url).await.unwrap_err();
         assert!(matches!(err, HttpError::ConnectionReadTimeout), "{err:?}");
     }
@@ -500,10 +570,13 @@ mod tests {
     #[tokio::test]
     async fn a_response_body_over_the_cap_fails_with_the_cap() {
         let (url, _) = server(Answer::Body("0123456789abcdef0123456789abcdef")).await;
-        let egress = Arc::new(Egress::new(EgressPolicy {
-            max_response_bytes: 16,
-            ..EgressPolicy::allowing([url.as_str()]).unwrap()
-        }));
+        let egress = Arc::new(Egress::new(
+            EgressPolicy {
+                max_response_bytes: 16,
+                ..EgressPolicy::allowing([url.as_str()]).unwrap()
+            },
+            "test-plugin".into(),
+        ));
         let err = get(&egress, &url).await.unwrap_err();
         assert!(
             matches!(err, HttpError::HttpResponseBodySize(Some(16))),
@@ -527,7 +600,7 @@ mod tests {
     #[tokio::test]
     async fn a_destination_off_the_allow_list_is_denied_without_a_connection() {
         let (url, accepted) = server(Answer::Body("ok")).await;
-        let egress = Arc::new(Egress::new(EgressPolicy::default()));
+        let egress = Arc::new(Egress::new(EgressPolicy::default(), "test-plugin".into()));
         let err = get(&egress, &url).await.unwrap_err();
         assert!(matches!(err, HttpError::HttpRequestDenied), "{err:?}");
         assert_eq!(accepted.load(Ordering::SeqCst), 0);

@@ -156,11 +156,12 @@ impl Runtime {
             elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
             "plugin loaded"
         );
+        let name: Arc<str> = name.into();
         Ok(ComponentActuator::new(component::Loaded {
-            name: name.into(),
+            egress: Arc::new(egress::Egress::new(config.egress, Arc::clone(&name))),
+            name,
             pre,
             limits: config.limits,
-            egress: Arc::new(egress::Egress::new(config.egress)),
             digest: loaded.digest,
         }))
     }
