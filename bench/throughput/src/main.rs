@@ -187,8 +187,8 @@ enum Contender {
     /// orchard-component with `--events warning`: no Normal Events, like kopf's defaults.
     OrchardWarning,
     OrchardNative,
-    /// kopf at its defaults: since kopf 1.40 (`settings.posting.loggers = False`) it posts no
-    /// Events of its own.
+    /// kopf at its defaults: kopf 1.45 (`settings.posting.loggers = False`) posts no Events of
+    /// its own.
     Kopf,
     /// kopf with its handlers' log lines posted as Events (`settings.posting.loggers = True`),
     /// as Orchard's default `--events normal` posts its own.
