@@ -333,6 +333,25 @@ pub fn testenv(cmd: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A loopback port free a moment ago (for a host's `--admin-addr`).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The sum of the samples of the Prometheus `series` in `metrics` (the text format) whose
+/// labels contain every one of `labels` (e.g. `function="create"`).
+pub fn metric_sum(metrics: &str, series: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with(['{', ' ']))
+        .filter(|l| labels.iter().all(|p| l.contains(p)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// A short lowercase alphanumeric suffix, unique per call (process id, clock and a counter), for
 /// object names that must not collide with earlier runs. Starts with a letter, so it can be used
 /// as or inside DNS labels and Kubernetes names.

@@ -84,7 +84,9 @@ pub trait Subject: Sized {
     }
 }
 
-fn managed<S: Subject>(object: &str, resource: &str, extra: &str) -> String {
+/// The manifest of a managed object of `S` named `object` with `resource` as its
+/// `spec.resource` (and `extra` spec lines before it).
+pub fn managed<S: Subject>(object: &str, resource: &str, extra: &str) -> String {
     format!(
         "apiVersion: {}\nkind: {}\nmetadata: {{name: {object}}}\nspec:\n  credentialsRef: {{secretName: {}}}\n{extra}  resource: {resource}\n",
         S::API_VERSION,
@@ -103,7 +105,7 @@ fn unmanaged<S: Subject>(object: &str, import: &str, extra: &str) -> String {
 }
 
 /// An external name unique to this scenario.
-fn name_in(h: &Harness, label: &str) -> String {
+pub fn name_in(h: &Harness, label: &str) -> String {
     format!("{label}-{}", h.id)
 }
 

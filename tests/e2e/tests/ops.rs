@@ -7,13 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use orchard_e2e::harness::CONVERGE;
 use orchard_e2e::pdns::{self, ZONE};
-use orchard_e2e::poll_until;
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+use orchard_e2e::{free_port, poll_until};
 
 fn zone_yaml(name: &str, zone: &str) -> String {
     format!(

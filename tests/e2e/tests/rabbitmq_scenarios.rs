@@ -8,7 +8,8 @@ use anyhow::Context;
 use orchard_e2e::harness::{Harness, progressing_message};
 use orchard_e2e::rabbitmq::{self, Api, GROUP, quote};
 use orchard_e2e::scenario_set;
-use orchard_e2e::scenarios::Subject;
+use orchard_e2e::scenarios::{Subject, managed, name_in};
+use orchard_e2e::{free_port, metric_sum};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -515,6 +516,51 @@ async fn dependency_queue_waits_for_its_vhost_and_the_vhost_waits_for_its_queues
     assert!(
         api.vhost(&vhost).await?.is_none(),
         "vhost still in RabbitMQ"
+    );
+    Ok(())
+}
+
+/// The requests of a plugin's instances share kept-alive connections to RabbitMQ (which keeps
+/// them open): three vhosts created and deleted one after the other, every request on one
+/// connection. Before the pool every request opened its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugins_requests_to_rabbitmq_share_one_kept_alive_connection() -> anyhow::Result<()> {
+    let (mut h, s) = Vhost::harness("pooled").await?;
+    let admin = format!("127.0.0.1:{}", free_port()?);
+    let _host = h.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
+    h.wait_kinds().await?;
+    let objects = ["pooled-a", "pooled-b", "pooled-c"];
+    // One at a time: one request in flight at any moment, so one connection serves them all.
+    for object in objects {
+        let name = name_in(&h, object);
+        h.apply(&managed::<Vhost>(object, &s.minimal(&name), ""))
+            .await?;
+        h.wait_ready(Vhost::KIND, object).await?;
+    }
+    for object in objects {
+        h.delete(Vhost::KIND, object).await?;
+        h.wait_gone(Vhost::KIND, object).await?;
+    }
+    let metrics = reqwest::get(format!("http://{admin}/metrics"))
+        .await?
+        .text()
+        .await?;
+    // Each of these calls sends at least one request to RabbitMQ.
+    let calls: f64 = ["list-for-adoption", "create", "get-by-id", "delete"]
+        .iter()
+        .map(|f| {
+            metric_sum(
+                &metrics,
+                "orchard_wasm_call_duration_seconds_count",
+                &[&format!("function=\"{f}\"")],
+            )
+        })
+        .sum();
+    let opened = metric_sum(&metrics, "orchard_plugin_http_connections_total", &[]);
+    assert!(calls >= 12.0, "{calls} calls that reach RabbitMQ");
+    assert!(
+        (1.0..=2.0).contains(&opened),
+        "{opened} connections opened for {calls} calls that reach RabbitMQ"
     );
     Ok(())
 }

@@ -9,30 +9,13 @@ use orchard_e2e::harness::{CONVERGE, progressing_message};
 use orchard_e2e::harness::{Harness, HostSpec};
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, ZONE};
-use orchard_e2e::poll_until;
+use orchard_e2e::{free_port, metric_sum, poll_until};
 use serde_json::json;
 
 fn zone_yaml(name: &str, zone: &str) -> String {
     format!(
         "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: {name}}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{name: \"{zone}\"}}\n"
     )
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// The sum of the samples of `series` whose labels contain every `labels` pair.
-fn sum(metrics: &str, series: &str, labels: &[&str]) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with(['{', ' ']))
-        .filter(|l| labels.iter().all(|p| l.contains(p)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// A scenario world for a host serving the echo fixture (no external system).
@@ -96,7 +79,7 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
         .text()
         .await?;
     // (The plugin label is the component's file name.)
-    let creates = sum(
+    let creates = metric_sum(
         &metrics,
         "orchard_wasm_call_duration_seconds_count",
         &["echo\"", "function=\"create\""],
