@@ -69,6 +69,12 @@ struct System {
 }
 
 impl System {
+    /// A system whose `create` behaves as `mode` says.
+    fn creating(mode: CreateMode) -> Self {
+        let system = Self::default();
+        *system.create.lock().unwrap() = mode;
+        system
+    }
     fn calls(&self) -> Vec<String> {
         std::mem::take(&mut *self.calls.lock().unwrap())
     }
@@ -588,6 +594,15 @@ fn objects_writes(writes: &[Write]) -> usize {
 // Create / update
 // ---------------------------------------------------------------------------------------
 
+/// The calls of a pass that creates the resource (no reconciler has work).
+const CREATING_PASS: [&str; 5] = [
+    "list-for-adoption",
+    "create",
+    "reconcilers",
+    "available",
+    "observed",
+];
+
 #[tokio::test]
 async fn a_new_object_is_created_in_two_writes_plus_its_event() {
     let w = World::new(managed("a"));
@@ -605,16 +620,7 @@ async fn a_new_object_is_created_in_two_writes_plus_its_event() {
         ]
     );
     assert_eq!(objects_writes(&writes), 2);
-    assert_eq!(
-        w.system.calls(),
-        [
-            "list-for-adoption",
-            "create",
-            "reconcilers",
-            "available",
-            "observed"
-        ]
-    );
+    assert_eq!(w.system.calls(), CREATING_PASS);
     let obj = w.object();
     assert_eq!(obj.data["status"]["id"], "ext-a");
     assert!(
@@ -685,9 +691,7 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
         CreateMode::Fails(Failure::Transient("quota".into())),
         CreateMode::Traps,
     ] {
-        let system = System::default();
-        *system.create.lock().unwrap() = mode.clone();
-        let w = World::with(system, managed("a"));
+        let w = World::with(System::creating(mode.clone()), managed("a"));
         let start = tokio::time::Instant::now();
         let mut creates = 0;
         while start.elapsed() < Duration::from_mins(1) {
@@ -733,9 +737,10 @@ async fn a_create_that_failed_cleanly_clears_its_marker() {
 
 #[tokio::test]
 async fn a_failed_create_of_a_plugin_that_can_adopt_writes_the_finalizer_once_and_no_marker() {
-    let system = System::default();
-    *system.create.lock().unwrap() = CreateMode::Fails(Failure::Transient("quota".into()));
-    let w = World::with(system, managed("a"));
+    let w = World::with(
+        System::creating(CreateMode::Fails(Failure::Transient("quota".into()))),
+        managed("a"),
+    );
     w.pass().await;
     let writes = kinds(&w.cluster.writes());
     assert_eq!(writes[0], "metadata(finalizer=true, marker=false)");
@@ -750,9 +755,7 @@ async fn a_failed_create_of_a_plugin_that_can_adopt_writes_the_finalizer_once_an
 
 #[tokio::test]
 async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again() {
-    let system = System::default();
-    *system.create.lock().unwrap() = CreateMode::Traps;
-    let w = World::with(system, managed("a"));
+    let w = World::with(System::creating(CreateMode::Traps), managed("a"));
     w.pass().await;
     assert!(
         w.object().finalizers().contains(&FINALIZER.to_owned()),
@@ -785,12 +788,77 @@ async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again()
     );
 }
 
+/// The create-pending marker an earlier create (of an older host) left on `o`.
+fn mark_an_earlier_create(o: &mut DynamicObject) {
+    o.metadata.annotations = Some([(CREATE_PENDING.to_owned(), "earlier".to_owned())].into());
+}
+
+#[tokio::test]
+async fn a_create_retried_after_a_failure_writes_no_metadata_before_it() {
+    let w = World::with(
+        System::creating(CreateMode::Fails(Failure::Transient("quota".into()))),
+        managed("a"),
+    );
+    w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
+    *w.system.create.lock().unwrap() = CreateMode::Works;
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(w.system.calls(), CREATING_PASS);
+    // The finalizer is there since the first pass: the status is the only write to the object.
+    let writes = w.cluster.writes();
+    assert_eq!(kinds(&writes), ["event Created", "status(id=\"ext-a\")"]);
+    assert_eq!(objects_writes(&writes), 1);
+}
+
+#[tokio::test]
+async fn a_marker_left_without_our_finalizer_gets_the_finalizer_in_one_write_before_the_create() {
+    let w = World::with(System::creating(CreateMode::Traps), managed("a"));
+    w.set(mark_an_earlier_create);
+    w.pass().await;
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(
+        writes[0], "metadata(finalizer=true, marker=true)",
+        "{writes:?}"
+    );
+    assert_eq!(
+        writes.iter().filter(|w| w.starts_with("metadata")).count(),
+        1,
+        "one write before the create: {writes:?}"
+    );
+    let obj = w.object();
+    assert!(obj.finalizers().contains(&FINALIZER.to_owned()));
+    assert_eq!(
+        obj.annotations().get(CREATE_PENDING).map(String::as_str),
+        Some("earlier"),
+        "the earlier marker is kept, not replaced"
+    );
+    // The next create answers: the marker goes with the id.
+    *w.system.create.lock().unwrap() = CreateMode::Works;
+    w.system.calls();
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(w.system.calls(), CREATING_PASS);
+    let writes = w.cluster.writes();
+    assert_eq!(
+        kinds(&writes),
+        [
+            "event Created",
+            "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")"
+        ]
+    );
+    assert_eq!(objects_writes(&writes), 2);
+    assert!(!w.object().annotations().contains_key(CREATE_PENDING));
+}
+
 #[tokio::test]
 async fn a_marker_left_by_an_earlier_create_goes_once_the_adopted_id_is_recorded() {
     let w = World::new(managed("a"));
     w.set(|o| {
         o.metadata.finalizers = Some(vec![FINALIZER.into()]);
-        o.metadata.annotations = Some([(CREATE_PENDING.to_owned(), "earlier".to_owned())].into());
+        mark_an_earlier_create(o);
     });
     w.system.put("ext-a", "a");
     let (pass, _) = w.pass().await;
@@ -817,7 +885,7 @@ async fn an_interrupted_create_of_a_plugin_that_cannot_adopt_is_never_repeated()
     );
     w.set(|o| {
         o.metadata.finalizers = Some(vec![FINALIZER.into()]);
-        o.metadata.annotations = Some([(CREATE_PENDING.to_owned(), "earlier".to_owned())].into());
+        mark_an_earlier_create(o);
     });
     let (pass, next) = w.pass().await;
     assert_eq!(
@@ -833,20 +901,11 @@ async fn a_marker_left_by_an_earlier_create_stays_through_a_new_create_until_its
     let w = World::new(managed("a"));
     w.set(|o| {
         o.metadata.finalizers = Some(vec![FINALIZER.into()]);
-        o.metadata.annotations = Some([(CREATE_PENDING.to_owned(), "earlier".to_owned())].into());
+        mark_an_earlier_create(o);
     });
     let (pass, _) = w.pass().await;
     assert!(pass.is_done(), "{pass:?}");
-    assert_eq!(
-        w.system.calls(),
-        [
-            "list-for-adoption",
-            "create",
-            "reconcilers",
-            "available",
-            "observed"
-        ]
-    );
+    assert_eq!(w.system.calls(), CREATING_PASS);
     // No metadata write before the create (finalizer and marker are there); the marker goes
     // with the id recorded.
     assert_eq!(
@@ -1152,9 +1211,11 @@ async fn create_answering_an_id_another_object_holds_is_terminal() {
     let claims = Arc::new(Claims::default());
     let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
     a.pass().await;
-    let system = System::default();
-    *system.create.lock().unwrap() = CreateMode::AnswersId("ext-a".into());
-    let b = World::sharing(system, managed("b"), claims);
+    let b = World::sharing(
+        System::creating(CreateMode::AnswersId("ext-a".into())),
+        managed("b"),
+        claims,
+    );
     let (pass, _) = b.pass().await;
     assert_eq!(
         pass.failure.as_ref().map(Failure::reason),
