@@ -14,7 +14,7 @@ use crate::app::{
     StaticPlugin,
 };
 use crate::conformance::inputs::DependencyArg;
-use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime};
+use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime, TrustedCas};
 
 /// Orchard: a Kubernetes reconcile host for WebAssembly actuators.
 #[derive(Debug, Parser)]
@@ -44,6 +44,15 @@ pub struct SandboxArgs {
         value_delimiter = ','
     )]
     pub allow_hosts: Vec<String>,
+    /// PEM file of certificate authorities the plugins' HTTPS destinations may chain to,
+    /// besides the public (webpki) roots: the cluster's own CA; repeat.
+    #[arg(
+        long = "plugin-ca-file",
+        env = "ORCHARD_PLUGIN_CA_FILES",
+        value_delimiter = ',',
+        value_hint = clap::ValueHint::FilePath
+    )]
+    pub plugin_ca_files: Vec<PathBuf>,
     /// Linear memory cap of one plugin instance, in MiB.
     #[arg(long, default_value_t = 64, env = "ORCHARD_PLUGIN_MEMORY_MIB")]
     pub memory_mib: usize,
@@ -63,7 +72,10 @@ impl SandboxArgs {
                 memory_bytes: self.memory_mib << 20,
                 call_timeout: Duration::from_millis(self.call_timeout_ms),
             },
-            egress: EgressPolicy::allowing(&self.allow_hosts)?,
+            egress: EgressPolicy {
+                trusted_cas: TrustedCas::from_pem_files(&self.plugin_ca_files)?,
+                ..EgressPolicy::allowing(&self.allow_hosts)?
+            },
         })
     }
 

@@ -384,14 +384,16 @@ fn sandbox(spec: &PluginSpec, defaults: &PluginConfig) -> Result<PluginConfig, E
             .call_timeout_ms
             .map_or(defaults.limits.call_timeout, Duration::from_millis),
     };
-    let egress = if spec.allowed_hosts.is_empty() {
-        defaults.egress.clone()
-    } else {
-        EgressPolicy::allowing(&spec.allowed_hosts).map_err(|e| Error::Spec {
-            field: "spec.allowedHosts",
-            message: e.to_string(),
-        })?
-    };
+    let mut egress = defaults.egress.clone();
+    if !spec.allowed_hosts.is_empty() {
+        // Only the list: the host's trusted CAs and timeouts stay.
+        egress.allowed = EgressPolicy::allowing(&spec.allowed_hosts)
+            .map_err(|e| Error::Spec {
+                field: "spec.allowedHosts",
+                message: e.to_string(),
+            })?
+            .allowed;
+    }
     Ok(PluginConfig { limits, egress })
 }
 
@@ -401,12 +403,21 @@ mod tests {
 
     #[test]
     fn a_plugin_s_limits_override_the_host_defaults_and_its_hosts_replace_them() {
+        let ca = rcgen::generate_simple_self_signed(vec!["ca.example".to_owned()]).unwrap();
+        let ca_file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(ca_file.path(), ca.cert.pem()).unwrap();
         let defaults = PluginConfig {
             limits: Limits {
                 memory_bytes: 64 << 20,
                 call_timeout: Duration::from_secs(10),
             },
-            egress: EgressPolicy::allowing(&["http://default.example:80".to_owned()]).unwrap(),
+            egress: EgressPolicy {
+                trusted_cas: crate::runtime::TrustedCas::from_pem_files(&[ca_file
+                    .path()
+                    .to_owned()])
+                .unwrap(),
+                ..EgressPolicy::allowing(&["http://default.example:80".to_owned()]).unwrap()
+            },
         };
         let mut spec = PluginSpec::default();
         let same = sandbox(&spec, &defaults).unwrap();
@@ -419,9 +430,17 @@ mod tests {
         let own = sandbox(&spec, &defaults).unwrap();
         assert_eq!(own.limits.memory_bytes, 16 << 20);
         assert_eq!(own.limits.call_timeout, Duration::from_millis(250));
-        assert_ne!(
-            format!("{:?}", own.egress),
-            format!("{:?}", defaults.egress)
+        assert_eq!(
+            own.egress.allowed,
+            ["https://api.example:443"
+                .parse::<crate::runtime::AllowedHost>()
+                .unwrap()]
+        );
+        // The host's trusted CAs and timeouts stay with a plugin's own hosts.
+        assert_eq!(own.egress.trusted_cas.len(), 1);
+        assert_eq!(
+            own.egress.response_timeout,
+            defaults.egress.response_timeout
         );
 
         spec.allowed_hosts = vec!["not a url".to_owned()];

@@ -12,6 +12,7 @@
 //! the end); a response body a guest drops unread closes its connection.
 
 use std::error::Error as _;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -24,6 +25,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 /// Errors of this module.
@@ -38,6 +41,22 @@ pub enum Error {
         entry: String,
         /// What is wrong with it.
         reason: &'static str,
+    },
+    /// A `--plugin-ca-file` that cannot be read.
+    #[error("--plugin-ca-file {path}: {source}")]
+    CaFileUnreadable {
+        /// The file as given.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+    /// A `--plugin-ca-file` without a usable certificate authority.
+    #[error("--plugin-ca-file {path}: {reason}")]
+    CaFileInvalid {
+        /// The file as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
     },
 }
 
@@ -99,11 +118,66 @@ impl AllowedHost {
     }
 }
 
+/// Certificate authorities a plugin's HTTPS destinations may chain to besides the public
+/// (webpki) roots: a cluster's own CA, for an API served with an internal certificate
+/// (`--plugin-ca-file`). Default: none.
+#[derive(Debug, Clone, Default)]
+pub struct TrustedCas(Arc<[CertificateDer<'static>]>);
+
+impl TrustedCas {
+    /// The certificates of every PEM file in `paths`. Each file MUST hold at least one
+    /// certificate, and each certificate MUST be one rustls can use as a trust anchor: a
+    /// mistake shows at start-up, naming the file, not as failed requests later.
+    pub fn from_pem_files(paths: &[PathBuf]) -> Result<Self, Error> {
+        let mut all = Vec::new();
+        for path in paths {
+            all.extend(Self::read(path)?);
+        }
+        Ok(Self(all.into()))
+    }
+
+    fn read(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
+        let invalid = |reason: String| Error::CaFileInvalid {
+            path: path.to_owned(),
+            reason,
+        };
+        let pem = std::fs::read(path).map_err(|source| Error::CaFileUnreadable {
+            path: path.to_owned(),
+            source,
+        })?;
+        let certs = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(format!("not PEM: {e}")))?;
+        if certs.is_empty() {
+            return Err(invalid("no CERTIFICATE block".to_owned()));
+        }
+        let mut check = rustls::RootCertStore::empty();
+        for (i, cert) in certs.iter().enumerate() {
+            check
+                .add(cert.clone())
+                .map_err(|e| invalid(format!("certificate {} is not a usable CA: {e}", i + 1)))?;
+        }
+        Ok(certs)
+    }
+
+    /// How many certificates there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// What a plugin may reach, and how long and how much it may receive.
 #[derive(Debug, Clone)]
 pub struct EgressPolicy {
     /// Destinations allowed. Default: none.
     pub allowed: Vec<AllowedHost>,
+    /// Certificate authorities trusted besides the public roots. Default: none.
+    pub trusted_cas: TrustedCas,
     /// Connect timeout. Default: 5 s.
     pub connect_timeout: Duration,
     /// Time to the response head, and between body frames. Default: 30 s.
@@ -116,6 +190,7 @@ impl Default for EgressPolicy {
     fn default() -> Self {
         Self {
             allowed: Vec::new(),
+            trusted_cas: TrustedCas::default(),
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(30),
             max_response_bytes: 8 << 20,
@@ -162,22 +237,30 @@ const POOL_IDLE: Duration = Duration::from_secs(30);
 const POOL_MAX_IDLE_PER_DESTINATION: usize = 32;
 
 /// One plugin's way out: its policy and its connection pool, shared by all its instances.
-pub(crate) struct Egress {
+/// Public for the benchmarks (`benches/egress.rs`); the host makes one per loaded plugin.
+pub struct Egress {
     pub(crate) policy: EgressPolicy,
+    plugin: Arc<str>,
     client: Client<HttpsConnector<CountingConnector>, WasiBody>,
 }
 
 impl Egress {
     /// The egress of one loaded plugin. TLS as wasmtime-wasi-http's own client: rustls (ring)
-    /// with the webpki roots.
-    pub(crate) fn new(policy: EgressPolicy, plugin: Arc<str>) -> Self {
+    /// with the webpki roots, and the policy's own certificate authorities.
+    ///
+    /// # Panics
+    ///
+    /// Never: ring's provider supports the default TLS versions (the one `expect`).
+    pub fn new(policy: EgressPolicy, plugin: Arc<str>) -> Self {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false); // the TLS layer above takes https
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(policy.connect_timeout));
-        let roots = rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.into(),
         };
+        // Checked usable when read (`TrustedCas::from_pem_files`).
+        roots.add_parsable_certificates(policy.trusted_cas.0.iter().cloned());
         // Invariant: ring's provider has cipher suites for TLS 1.2 and 1.3.
         #[allow(clippy::expect_used, reason = "a true invariant")]
         let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -190,20 +273,28 @@ impl Egress {
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(CountingConnector { tcp, plugin });
+            .wrap_connector(CountingConnector {
+                tcp,
+                plugin: Arc::clone(&plugin),
+            });
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE)
             .pool_max_idle_per_host(POOL_MAX_IDLE_PER_DESTINATION)
             .pool_timer(TokioTimer::new())
             .build(connector);
-        Self { policy, client }
+        Self {
+            policy,
+            plugin,
+            client,
+        }
     }
 
     /// Sends `request` on a pooled connection (or a new one). The response head must come
     /// within the connect and first-byte timeouts together (a reused connection has no connect
     /// phase, and the pool connects with the policy's own connect timeout); then each body
-    /// frame within the between-bytes timeout; the body is capped at the policy's size.
-    async fn send(
+    /// frame within the between-bytes timeout; the body is capped at the policy's size. The
+    /// allow-list is the hooks' to apply, before this.
+    pub async fn send(
         &self,
         request: http::Request<WasiBody>,
         options: RequestOptions,
@@ -214,10 +305,22 @@ impl Egress {
             + options
                 .first_byte_timeout
                 .unwrap_or(self.policy.response_timeout);
+        let destination = request.uri().clone();
         let response = tokio::time::timeout(head_within, self.client.request(request))
             .await
             .map_err(|_| HttpError::ConnectionReadTimeout)?
-            .map_err(|e| client_error(&e))?;
+            .map_err(|e| {
+                if let Some(tls) = tls_cause(&e) {
+                    // The guest sees only a code: the reason, with the way out, is logged.
+                    tracing::warn!(
+                        plugin = %self.plugin,
+                        destination = %destination,
+                        error = %tls,
+                        "TLS with the destination failed (a certificate from the cluster's own CA is trusted once given with --plugin-ca-file)"
+                    );
+                }
+                client_error(&e)
+            })?;
         let gap = options
             .between_bytes_timeout
             .unwrap_or(self.policy.response_timeout)
@@ -273,9 +376,41 @@ impl tower::Service<http::Uri> for CountingConnector {
     }
 }
 
+/// The rustls error behind a failed request, if TLS is what failed. hyper-rustls wraps it in
+/// an `io::Error`, whose `source` skips the wrapped error itself: look inside each one.
+fn tls_cause(e: &hyper_util::client::legacy::Error) -> Option<&rustls::Error> {
+    fn within<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        let wrapped = e.downcast_ref::<std::io::Error>()?.get_ref()?;
+        within(wrapped)
+    }
+    let mut source = e.source();
+    while let Some(cause) = source {
+        if let Some(tls) = within(cause) {
+            return Some(tls);
+        }
+        source = cause.source();
+    }
+    None
+}
+
 /// The pool's error as the guest's error code: a refused or timed-out connect, a failed TLS
-/// handshake, or what hyper reported on the connection.
+/// handshake (a certificate the client does not trust, an alert from the server, any other
+/// TLS failure), or what hyper reported on the connection.
 fn client_error(e: &hyper_util::client::legacy::Error) -> HttpError {
+    match tls_cause(e) {
+        Some(rustls::Error::InvalidCertificate(_)) => return HttpError::TlsCertificateError,
+        Some(rustls::Error::AlertReceived(alert)) => {
+            return HttpError::TlsAlertReceived {
+                alert_id: Some(u8::from(*alert)),
+                alert_message: Some(format!("{alert:?}")),
+            };
+        }
+        Some(_) => return HttpError::TlsProtocolError,
+        None => {}
+    }
     let mut source = e.source();
     while let Some(cause) = source {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
@@ -450,25 +585,90 @@ mod tests {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
                 counter.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |_request| async move {
-                        let body = match answer {
-                            Answer::Body(body) => body,
-                            Answer::Close => "ok",
-                            Answer::Never => std::future::pending().await,
-                        };
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(Bytes::from_static(body.as_bytes())),
-                        ))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .keep_alive(!matches!(answer, Answer::Close))
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
+                tokio::spawn(answer_on(stream, answer));
             }
         });
         (url, accepted)
+    }
+
+    /// Serves one connection, answering each request as `answer` says.
+    async fn answer_on<Io>(io: Io, answer: Answer)
+    where
+        Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = hyper::service::service_fn(move |_request| async move {
+            let body = match answer {
+                Answer::Body(body) => body,
+                Answer::Close => "ok",
+                Answer::Never => std::future::pending().await,
+            };
+            Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                Bytes::from_static(body.as_bytes()),
+            )))
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .keep_alive(!matches!(answer, Answer::Close))
+            .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+            .await;
+    }
+
+    /// A certificate authority (PEM) and a server certificate for 127.0.0.1 it signed, as the
+    /// server's TLS configuration.
+    fn private_pki() -> (String, Arc<rustls::ServerConfig>) {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "orchard test CA");
+        let ca =
+            rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &*ca)
+            .unwrap();
+        let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
+        )
+        .unwrap();
+        (ca.pem(), Arc::new(server))
+    }
+
+    /// An HTTPS server on loopback answering `ok` on keep-alive connections; returns its URL
+    /// and the number of TLS handshakes it completed.
+    async fn tls_server(config: Arc<rustls::ServerConfig>) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&handshakes);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (acceptor, counter) = (acceptor.clone(), Arc::clone(&counter));
+                tokio::spawn(async move {
+                    // A client that does not trust the certificate aborts the handshake.
+                    if let Ok(tls) = acceptor.accept(stream).await {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        answer_on(tls, Answer::Body("ok")).await;
+                    }
+                });
+            }
+        });
+        (url, handshakes)
+    }
+
+    /// A PEM file holding `pem`.
+    fn pem_file(pem: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), pem).unwrap();
+        file
     }
 
     fn egress(url: &str) -> Arc<Egress> {
@@ -604,6 +804,89 @@ mod tests {
         let err = get(&egress, &url).await.unwrap_err();
         assert!(matches!(err, HttpError::HttpRequestDenied), "{err:?}");
         assert_eq!(accepted.load(Ordering::SeqCst), 0);
+    }
+
+    /// The egress of a plugin allowed to reach `url`, trusting the CAs of `ca_files`.
+    fn egress_trusting(url: &str, ca_files: &[PathBuf]) -> Arc<Egress> {
+        let policy = EgressPolicy {
+            trusted_cas: TrustedCas::from_pem_files(ca_files).unwrap(),
+            ..EgressPolicy::allowing([url]).unwrap()
+        };
+        Arc::new(Egress::new(policy, "test-plugin".into()))
+    }
+
+    #[tokio::test]
+    async fn an_https_destination_signed_by_a_trusted_ca_answers_many_requests_after_one_handshake()
+    {
+        let (ca, config) = private_pki();
+        let (url, handshakes) = tls_server(config).await;
+        let ca_file = pem_file(&ca);
+        let egress = egress_trusting(&url, &[ca_file.path().to_owned()]);
+        for _ in 0..3 {
+            assert_eq!(get(&egress, &url).await.unwrap(), (200, Bytes::from("ok")));
+        }
+        assert_eq!(handshakes.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn an_https_destination_signed_by_a_ca_not_trusted_fails_with_a_certificate_error() {
+        let (_, config) = private_pki();
+        let (url, handshakes) = tls_server(config).await;
+        // Another CA than the server's, and the public roots: neither signed its certificate.
+        let (other_ca, _) = private_pki();
+        let other = pem_file(&other_ca);
+        for egress in [
+            egress(&url),
+            egress_trusting(&url, &[other.path().to_owned()]),
+        ] {
+            let err = get(&egress, &url).await.unwrap_err();
+            assert!(matches!(err, HttpError::TlsCertificateError), "{err:?}");
+        }
+        assert_eq!(handshakes.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_ca_file_is_read_with_every_certificate_it_holds() {
+        let (first, _) = private_pki();
+        let (second, _) = private_pki();
+        let both = pem_file(&format!("{first}{second}"));
+        let one = pem_file(&first);
+        let cas =
+            TrustedCas::from_pem_files(&[both.path().to_owned(), one.path().to_owned()]).unwrap();
+        assert_eq!(cas.len(), 3);
+        assert!(TrustedCas::from_pem_files(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_ca_file_that_is_missing_or_holds_no_usable_certificate_is_refused_naming_it() {
+        let missing = PathBuf::from("/nonexistent/orchard-ca.pem");
+        let err = TrustedCas::from_pem_files(std::slice::from_ref(&missing)).unwrap_err();
+        assert!(matches!(err, Error::CaFileUnreadable { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with("--plugin-ca-file /nonexistent/orchard-ca.pem: "),
+            "{err}"
+        );
+
+        let (ca, _) = private_pki();
+        let key_only = pem_file(
+            "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF\n-----END PRIVATE KEY-----\n",
+        );
+        let not_a_certificate = pem_file(
+            "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+        );
+        let good = pem_file(&ca);
+        for (file, says) in [
+            (&key_only, "no CERTIFICATE block"),
+            (&not_a_certificate, "certificate 1 is not a usable CA"),
+        ] {
+            let files = [good.path().to_owned(), file.path().to_owned()];
+            let err = TrustedCas::from_pem_files(&files).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, Error::CaFileInvalid { .. }), "{err:?}");
+            assert!(text.contains(&file.path().display().to_string()), "{text}");
+            assert!(text.contains(says), "{text}");
+        }
     }
 
     fn uri(s: &str) -> http::Uri {

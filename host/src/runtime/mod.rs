@@ -18,7 +18,7 @@ use wasmtime::component::{HasSelf, Linker};
 
 pub use cache::CompiledCache;
 pub use component::ComponentActuator;
-pub use egress::{AllowedHost, EgressPolicy};
+pub use egress::{AllowedHost, EgressPolicy, TrustedCas};
 pub use engine::Allocation;
 pub use limits::Limits;
 

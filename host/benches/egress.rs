@@ -1,0 +1,142 @@
+//! What a plugin's outbound request costs through its connection pool, against a new
+//! connection per request (what wasmtime-wasi-http's default sender does: a TCP connect and,
+//! for https, a new rustls configuration with the whole webpki root store and a full
+//! handshake) — docs/benchmarks.md, "Session 11".
+//!
+//! - `egress/https/pooled`: one GET to a loopback HTTPS server whose certificate a private CA
+//!   signed (trusted with `TrustedCas`, as `--plugin-ca-file` does), through one `Egress`:
+//!   the first request connects, every later one reuses the connection.
+//! - `egress/https/new_connection_per_request`: the same GET through a new `Egress` each
+//!   time: root store, TCP connect and TLS handshake every request.
+//! - `egress/http/*`: the same over plain HTTP (the TCP connect alone).
+//!
+//! Loopback has no network latency: a remote API adds one to three round trips per new
+//! connection on top of what this measures (the CPU of both ends).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "benchmark code")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use http_body_util::BodyExt;
+use orchard::runtime::egress::Egress;
+use orchard::runtime::{EgressPolicy, TrustedCas};
+use wasmtime_wasi_http::RequestOptions;
+
+/// A CA (PEM) and the TLS configuration of a server for 127.0.0.1 whose certificate it signed.
+fn private_pki() -> (String, Arc<rustls::ServerConfig>) {
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "orchard bench CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &*ca)
+        .unwrap();
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
+    )
+    .unwrap();
+    (ca.pem(), Arc::new(server))
+}
+
+/// A keep-alive server on loopback answering `ok` (over TLS with `tls`); returns its URL.
+async fn server(tls: Option<Arc<rustls::ServerConfig>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr().unwrap());
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_request| async {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        http_body_util::Full::new(Bytes::from_static(b"ok")),
+                    ))
+                });
+                let http = hyper::server::conn::http1::Builder::new();
+                let _ = match acceptor {
+                    Some(acceptor) => {
+                        let Ok(tls) = acceptor.accept(stream).await else {
+                            return;
+                        };
+                        http.serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await
+                    }
+                    None => {
+                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await
+                    }
+                };
+            });
+        }
+    });
+    url
+}
+
+/// One GET through `egress`, its body read to the end (which returns the connection to the
+/// pool).
+async fn get(egress: &Egress, url: &str) {
+    let request = http::Request::get(format!("{url}/api"))
+        .body(
+            http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        )
+        .unwrap();
+    let response = egress
+        .send(request, RequestOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "ok");
+}
+
+fn requests(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (ca, config) = private_pki();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    let policy = EgressPolicy {
+        trusted_cas: TrustedCas::from_pem_files(&[ca_file]).unwrap(),
+        ..EgressPolicy::default()
+    };
+    for (scheme, tls) in [("https", Some(config)), ("http", None)] {
+        let url = rt.block_on(server(tls));
+        let pooled = Egress::new(policy.clone(), "bench".into());
+        let mut group = c.benchmark_group(format!("egress/{scheme}"));
+        group.warm_up_time(Duration::from_secs(2));
+        group.measurement_time(Duration::from_secs(5));
+        group.bench_function("pooled", |bench| {
+            bench.to_async(&rt).iter(|| get(&pooled, &url));
+        });
+        group.bench_function("new_connection_per_request", |bench| {
+            bench.to_async(&rt).iter(|| async {
+                get(&Egress::new(policy.clone(), "bench".into()), &url).await;
+            });
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, requests);
+criterion_main!(benches);
