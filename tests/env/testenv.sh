@@ -141,7 +141,11 @@ check_registry() { curl -fsS -m 2 "http://127.0.0.1:$REGISTRY_PORT/v2/" >/dev/nu
 check_registry_auth() {
   curl -fsS -m 2 -u "$REGISTRY_AUTH_USER:$REGISTRY_AUTH_PASSWORD" "http://127.0.0.1:$REGISTRY_AUTH_PORT/v2/" >/dev/null
 }
-check_rabbitmq() { curl -fsS -m 3 -u "$RABBITMQ_USER:$RABBITMQ_PASSWORD" "http://127.0.0.1:$RABBITMQ_MGMT_PORT/api/overview" >/dev/null; }
+check_rabbitmq() {
+  curl -fsS -m 3 -u "$RABBITMQ_USER:$RABBITMQ_PASSWORD" "http://127.0.0.1:$RABBITMQ_MGMT_PORT/api/overview" >/dev/null &&
+    curl -fsS -m 3 --cacert "$PKI/ca.crt" -u "$RABBITMQ_USER:$RABBITMQ_PASSWORD" \
+      "https://127.0.0.1:${RABBITMQ_MGMT_TLS_PORT:?}/api/overview" >/dev/null
+}
 check_rabbitmq_guest() { curl -fsS -m 3 -u guest:guest "http://127.0.0.1:$RABBITMQ_MGMT_PORT/api/overview" >/dev/null; }
 
 # wait_healthy <process-name> <check-function> [log-file]: poll until healthy, with a deadline;
@@ -220,6 +224,12 @@ subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kuberne
   local client="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
+  # RabbitMQ's management API over HTTPS too: a destination signed by the cluster's own CA,
+  # which plugins reach only when the host trusts it (--plugin-ca-file).
+  sign rabbitmq /CN=rabbitmq "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,DNS:localhost"
   sign admin "/O=system:masters/CN=orchard-admin" "$client"
   sign unprivileged "/CN=orchard-unprivileged" "$client"
   # kube-apiserver talks to etcd as a client but etcd runs plain HTTP on loopback; no cert needed.
@@ -409,6 +419,11 @@ start_rabbitmq() {
 listeners.tcp.default = 127.0.0.1:$RABBITMQ_AMQP_PORT
 management.tcp.ip = 127.0.0.1
 management.tcp.port = $RABBITMQ_MGMT_PORT
+management.ssl.ip = 127.0.0.1
+management.ssl.port = $RABBITMQ_MGMT_TLS_PORT
+management.ssl.cacertfile = $PKI/ca.crt
+management.ssl.certfile = $PKI/rabbitmq.crt
+management.ssl.keyfile = $PKI/rabbitmq.key
 EOF
   (
     rabbitmq_env
@@ -446,10 +461,12 @@ write_env_file() {
     echo "ORCHARD_AUTH_REGISTRY_PASSWORD=$REGISTRY_AUTH_PASSWORD"
     if [ "$WANT_RABBITMQ" = 1 ]; then
       echo "RABBITMQ_API_URL=http://127.0.0.1:$RABBITMQ_MGMT_PORT"
+      echo "RABBITMQ_API_TLS_URL=https://127.0.0.1:$RABBITMQ_MGMT_TLS_PORT"
       echo "RABBITMQ_AMQP_PORT=$RABBITMQ_AMQP_PORT"
       echo "RABBITMQ_USER=$RABBITMQ_USER"
       echo "RABBITMQ_PASSWORD=$RABBITMQ_PASSWORD"
     fi
+    echo "ORCHARD_TESTENV_CA=$PKI/ca.crt"
     echo "ORCHARD_TESTENV_LOGS=$LOGS"
   } >"$tmp"
   mv "$tmp" "$ENV_FILE"
@@ -464,8 +481,8 @@ write_internal() {
       echo "$v=${!v}"
     done
     if [ "$WANT_RABBITMQ" = 1 ]; then
-      for v in RABBITMQ_AMQP_PORT RABBITMQ_MGMT_PORT RABBITMQ_DIST_PORT RABBITMQ_EPMD_PORT \
-        RABBITMQ_CTL_DIST_PORT RABBITMQ_USER RABBITMQ_PASSWORD; do
+      for v in RABBITMQ_AMQP_PORT RABBITMQ_MGMT_PORT RABBITMQ_MGMT_TLS_PORT RABBITMQ_DIST_PORT \
+        RABBITMQ_EPMD_PORT RABBITMQ_CTL_DIST_PORT RABBITMQ_USER RABBITMQ_PASSWORD; do
         echo "$v=${!v}"
       done
     fi
@@ -510,7 +527,7 @@ cmd_up() {
 
   read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT PDNS_WEB_PORT PDNS_DNS_PORT REGISTRY_PORT \
     RABBITMQ_AMQP_PORT RABBITMQ_MGMT_PORT RABBITMQ_DIST_PORT RABBITMQ_EPMD_PORT RABBITMQ_CTL_DIST_PORT \
-    REGISTRY_AUTH_PORT < <(free_ports 12)
+    REGISTRY_AUTH_PORT RABBITMQ_MGMT_TLS_PORT < <(free_ports 13)
   PDNS_API_KEY=$(random_token)
   RABBITMQ_USER=orchard
   RABBITMQ_PASSWORD=$(random_token)

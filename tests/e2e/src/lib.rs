@@ -76,6 +76,9 @@ pub struct TestEnv {
     pub rabbitmq: Option<RabbitMq>,
     /// `ORCHARD_TESTENV_LOGS`: directory with one log file per system.
     pub logs: PathBuf,
+    /// `ORCHARD_TESTENV_CA`: the PEM of the environment's own CA (it signed the apiserver's
+    /// and RabbitMQ's HTTPS certificates).
+    pub ca_file: PathBuf,
 }
 
 /// RabbitMQ of the test environment (absent when `up` ran with `--without-rabbitmq`).
@@ -83,6 +86,9 @@ pub struct TestEnv {
 pub struct RabbitMq {
     /// `RABBITMQ_API_URL`: management API base, e.g. `http://127.0.0.1:40125` (without `/api`).
     pub api_url: String,
+    /// `RABBITMQ_API_TLS_URL`: the same API over HTTPS, its certificate signed by the
+    /// environment's own CA ([`TestEnv::ca_file`]), e.g. `https://127.0.0.1:40126`.
+    pub api_tls_url: String,
     /// `RABBITMQ_AMQP_PORT`: AMQP 0-9-1 on `127.0.0.1:<port>`.
     pub amqp_port: u16,
     /// `RABBITMQ_USER`: a user with the `administrator` tag and full rights on vhost `/`.
@@ -139,6 +145,7 @@ impl TestEnv {
         let rabbitmq = if vars.contains_key("RABBITMQ_API_URL") {
             Some(RabbitMq {
                 api_url: get("RABBITMQ_API_URL")?,
+                api_tls_url: get("RABBITMQ_API_TLS_URL")?,
                 amqp_port: port("RABBITMQ_AMQP_PORT")?,
                 user: get("RABBITMQ_USER")?,
                 password: get("RABBITMQ_PASSWORD")?,
@@ -164,6 +171,7 @@ impl TestEnv {
             auth_registry_password: get("ORCHARD_AUTH_REGISTRY_PASSWORD")?,
             rabbitmq,
             logs: get("ORCHARD_TESTENV_LOGS")?.into(),
+            ca_file: get("ORCHARD_TESTENV_CA")?.into(),
         })
     }
 

@@ -175,6 +175,51 @@ async fn the_helm_chart_renders_a_sharded_deployment_and_refuses_sharding_with_p
     Ok(())
 }
 
+#[tokio::test]
+async fn the_helm_chart_gives_the_plugins_the_clusters_ca_from_a_config_map() -> anyhow::Result<()>
+{
+    let env = TestEnv::load()?;
+    let rendered = run(&mut helm_template(
+        &env,
+        "sandbox.trustedCA.configMap=corp-ca,sandbox.trustedCA.key=bundle.pem",
+    ))?;
+    let manifests = docs(&rendered)?;
+    let pod = &manifests
+        .iter()
+        .find(|m| m["kind"] == "Deployment")
+        .context("deployment")?["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .context("args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        args.contains(&"--plugin-ca-file=/etc/orchard/plugin-ca/bundle.pem"),
+        "{args:?}"
+    );
+    let mounted = container["volumeMounts"]
+        .as_array()
+        .context("mounts")?
+        .iter()
+        .any(|m| m["name"] == "plugin-ca" && m["mountPath"] == "/etc/orchard/plugin-ca");
+    assert!(mounted, "{container}");
+    let volume = pod["volumes"]
+        .as_array()
+        .context("volumes")?
+        .iter()
+        .find(|v| v["name"] == "plugin-ca")
+        .context("no plugin-ca volume")?;
+    assert_eq!(volume["configMap"]["name"], "corp-ca");
+    server_dry_run(&env, &manifests)?;
+
+    // Without the value: no flag, no volume.
+    let plain = run(&mut helm_template(&env, "replicas=2"))?;
+    assert!(!plain.contains("plugin-ca"), "{plain}");
+    Ok(())
+}
+
 /// `helm template` of the chart as release `orchard` in `orchard-system`, with `sets`.
 fn helm_template(env: &TestEnv, sets: &str) -> Command {
     let mut cmd = Command::new(helm());

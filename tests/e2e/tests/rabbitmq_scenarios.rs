@@ -5,11 +5,14 @@
 //! RabbitMQ's real state through its management API.
 
 use anyhow::Context;
-use orchard_e2e::harness::{Harness, progressing_message};
+use std::time::Duration;
+
+use orchard_e2e::harness::{Harness, HostSpec, kind, progressing_message};
+use orchard_e2e::paths::plugin;
 use orchard_e2e::rabbitmq::{self, Api, GROUP, quote};
 use orchard_e2e::scenario_set;
 use orchard_e2e::scenarios::{Subject, managed, name_in};
-use orchard_e2e::{free_port, metric_sum};
+use orchard_e2e::{TestEnv, free_port, metric_sum, poll_until};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -562,6 +565,58 @@ async fn a_plugins_requests_to_rabbitmq_share_one_kept_alive_connection() -> any
         (1.0..=2.0).contains(&opened),
         "{opened} connections opened for {calls} calls that reach RabbitMQ"
     );
+    Ok(())
+}
+
+/// RabbitMQ's management API served over HTTPS with a certificate of the cluster's own CA (the
+/// test environment's), as an in-cluster service often is: a host that does not trust that CA
+/// fails the handshake, creates nothing and says why on the object; the same object goes
+/// Available once the host trusts the CA (`--plugin-ca-file`), and its deletion goes through
+/// the same HTTPS API.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vhost_behind_https_of_the_clusters_own_ca_is_reached_once_the_host_trusts_that_ca()
+-> anyhow::Result<()> {
+    let env = TestEnv::load()?;
+    let r = env.rabbitmq()?;
+    let host = HostSpec {
+        plugins: vec![plugin(Vhost::PLUGIN)],
+        kinds: vec![kind(GROUP, Vhost::KIND)],
+        allow_hosts: vec![r.api_tls_url.clone()],
+    };
+    let mut h = Harness::new("vhost-private-ca", host).await?;
+    h.create_secret(
+        rabbitmq::SECRET,
+        &[
+            ("url", &r.api_tls_url),
+            ("username", &r.user),
+            ("password", &r.password),
+        ],
+    )
+    .await?;
+    let api = Api::new(r)?;
+    let name = name_in(&h, "private-ca");
+    let object = managed::<Vhost>("private-ca", &format!("{{name: \"{name}\"}}"), "");
+
+    let untrusting = h.start_host(&[])?;
+    h.wait_kinds().await?;
+    h.apply(&object).await?;
+    let refused = poll_until(Duration::from_mins(1), "the certificate error", || async {
+        let obj = h.get(Vhost::KIND, "private-ca").await?;
+        let message = progressing_message(&obj);
+        Ok(message.contains("TlsCertificateError").then_some(message))
+    })
+    .await?;
+    assert!(refused.contains(&r.api_tls_url), "{refused}");
+    assert!(api.vhost(&name).await?.is_none(), "created without TLS");
+    drop(untrusting);
+
+    let ca = env.ca_file.display().to_string();
+    let _trusting = h.start_host(&[("ORCHARD_PLUGIN_CA_FILES", ca.as_str())])?;
+    h.wait_ready(Vhost::KIND, "private-ca").await?;
+    assert!(api.vhost(&name).await?.is_some(), "vhost {name} missing");
+    h.delete(Vhost::KIND, "private-ca").await?;
+    h.wait_gone(Vhost::KIND, "private-ca").await?;
+    assert!(api.vhost(&name).await?.is_none(), "vhost {name} left");
     Ok(())
 }
 
