@@ -14,7 +14,12 @@
 //! - `pass/<lang>/{fresh_instances,one_instance}`: the calls of a reconcile pass that do no
 //!   I/O — `reconcilers`, `available`, `observed` — with a fresh instance for each call (the
 //!   host before issue 13) and on one pass view ([`Actuator::for_pass`]: one instance for the
-//!   pass, made at its first call), so the difference is what one instance per pass saves.
+//!   pass, made at its first call), so the difference is what one instance per pass saves;
+//! - `pass/<lang>/first_call_only`: a pass view's first call alone (`observed`): the instance
+//!   and one call on it;
+//! - `pass/<lang>/one_instance_twice`: the pass's three calls twice on one view: what the
+//!   second round adds is what a call costs on a warm instance (the first call of each
+//!   function on a fresh instance costs more: docs/benchmarks.md, "Session 11").
 //!
 //! A cold compile (Cranelift, no cache) of the Python and JavaScript components takes seconds:
 //! it is not sampled. The benchmark keeps its compiled components in `<target>/bench-cache`
@@ -208,6 +213,19 @@ fn passes(c: &mut Criterion) {
             bench.to_async(&rt).iter(|| async {
                 let view = actuator.for_pass().unwrap();
                 pass_calls(&*view, &obj, res).await;
+            });
+        });
+        group.bench_function("one_instance_twice", |bench| {
+            bench.to_async(&rt).iter(|| async {
+                let view = actuator.for_pass().unwrap();
+                pass_calls(&*view, &obj, res).await;
+                pass_calls(&*view, &obj, res).await;
+            });
+        });
+        group.bench_function("first_call_only", |bench| {
+            bench.to_async(&rt).iter(|| async {
+                let view = actuator.for_pass().unwrap();
+                view.observed(res).await.unwrap();
             });
         });
         group.finish();

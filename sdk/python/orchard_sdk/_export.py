@@ -5,10 +5,12 @@ one export class for every :class:`~orchard_sdk.Actuator`. Used through
 from __future__ import annotations
 
 import gc
+import json
 from typing import Any, List, Optional, Tuple, Type
 
+from . import _warmup
 from .actuator import Actuator, Raw
-from .codec import prepare
+from .codec import prepare, sample
 from .errors import Failure
 from .types import (
     Availability,
@@ -127,25 +129,21 @@ _AVAILABILITY = {
 HEAP_RESERVE = 8 << 20
 
 
-def export(actuator: Type[Actuator]) -> type:
+def export(actuator: Type[Actuator], *, warm_up: bool = True) -> type:
     """The class componentize-py exports for ``actuator``. Bind it to the name ``Actuator`` in
     the plugin's ``app`` module::
 
         Actuator = orchard_sdk.export(Vhost)
+
+    While the component is built, ``reconcilers``, ``available`` and ``observed`` run a few
+    times on sample inputs made from the plugin's types, with no way out (HTTP fails, logs and
+    reports are dropped), so that every instance starts warm (:mod:`orchard_sdk._warmup`).
+    They MUST NOT leave module-level state a later call relies on; ``warm_up=False`` skips it.
     """
 
     # Resolved now, at build time: the hints become part of the component's snapshot.
     for tp in (actuator.spec_type, actuator.filter_type, actuator.state_type):
         prepare(tp)
-    # Everything alive now is in the snapshot every call starts from: keep the collector from
-    # walking it (each call is a fresh instance; its own garbage is still collected).
-    gc.collect()
-    gc.freeze()
-    # Grow the heap now and free it: the memory stays in the allocator, and in the snapshot,
-    # so that a call allocates from it instead of growing the instance's linear memory, which
-    # costs the host a system call and fresh pages every time (milliseconds per call).
-    reserve = bytearray(HEAP_RESERVE)
-    del reserve
 
     def raw() -> Raw:
         return Raw(actuator())
@@ -202,4 +200,62 @@ def export(actuator: Type[Actuator]) -> type:
 
     Exported.__name__ = Exported.__qualname__ = "Actuator"
     Exported.__doc__ = f"componentize-py export of {actuator.__name__}"
+    if warm_up and wit is not None:
+        _warm_up(Exported(), actuator)
+    # Everything alive now is in the snapshot every call starts from: keep the collector from
+    # walking it (each call is a fresh instance; its own garbage is still collected).
+    gc.collect()
+    gc.freeze()
+    # Grow the heap now and free it: the memory stays in the allocator, and in the snapshot,
+    # so that a call allocates from it instead of growing the instance's linear memory, which
+    # costs the host a system call and fresh pages every time (milliseconds per call).
+    reserve = bytearray(HEAP_RESERVE)
+    del reserve
     return Exported
+
+
+#: How many times the warm-up runs each call (CPython specialises a function's bytecode from
+#: its second run).
+WARM_UP_ROUNDS = 3
+
+
+def samples(actuator: Type[Actuator]) -> Tuple[str, str]:
+    """The spec and the state the warm-up calls get, as JSON text: every field filled
+    (:func:`orchard_sdk.codec.sample`)."""
+    return (
+        json.dumps(sample(actuator.spec_type)),
+        json.dumps(sample(actuator.state_type)),
+    )
+
+
+def _warm_up(exported: Any, actuator: Type[Actuator]) -> None:
+    """Runs the calls of a pass that do no I/O — ``reconcilers``, ``available``, ``observed``
+    — :data:`WARM_UP_ROUNDS` times on sample inputs while componentize-py builds the
+    component (:mod:`orchard_sdk._warmup`). Their answers are thrown away, failures included:
+    the run only warms the interpreter up."""
+    spec, state = samples(actuator)
+    obj = wit.ManagedObject(
+        name="sample",
+        namespace="sample",
+        uid="",
+        generation=1,
+        labels=[],
+        annotations=[],
+        spec=spec,
+        status_id="sample",
+        dependencies=[],
+        credentials=[],
+    )
+    res = wit.ExternalResource("sample", state)
+    calls = (
+        lambda: exported.reconcilers(obj, res),
+        lambda: exported.available(obj, res),
+        lambda: exported.observed(res),
+    )
+    with _warmup.running():
+        for _ in range(WARM_UP_ROUNDS):
+            for call in calls:
+                try:
+                    call()
+                except Exception:  # noqa: BLE001 - a failure (an `Err`) or a bug: both only warm
+                    pass

@@ -19,6 +19,7 @@ import json as _json
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote as _quote
 
+from . import _warmup
 from .errors import InvalidConfiguration, Transient
 
 try:  # inside a component
@@ -127,6 +128,10 @@ def request(
     if auth is not None:
         pairs.append(("authorization", basic_auth(*auth)))
     method = method.upper()
+    if _warmup.active:
+        raise TransportError(
+            f"HTTP transport error: {method} {url}: no requests while the component is built"
+        )
     if _handler is not None:
         return _send_wasi(method, url, pairs, body)
     return _send_native(method, url, pairs, body)

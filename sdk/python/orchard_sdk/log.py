@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging as _logging
 
+from . import _warmup
+
 try:  # inside a component: the generated bindings of `orchard:actuator/log`
     from wit_world.imports import log as _wit
 except ImportError:  # natively
@@ -21,6 +23,8 @@ def log(level: str, message: str) -> None:
     """Sends one line; ``level`` is ``trace``, ``debug``, ``info``, ``warn`` or ``error``."""
     if level not in _LEVELS:
         raise ValueError(f"unknown log level {level!r}")
+    if _warmup.active:
+        return
     if _wit is not None:
         _wit.log(getattr(_wit.Level, level.upper()), message)
     else:

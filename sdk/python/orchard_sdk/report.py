@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, List, NamedTuple, Optional, Tuple, Union
 
+from . import _warmup
 from .codec import encode
 
 try:  # inside a component: the generated bindings of `orchard:actuator/report`
@@ -76,6 +77,8 @@ def connection_detail(key: str, value: Union[str, bytes]) -> None:
         value = value.encode("utf-8")
     elif not isinstance(value, (bytes, bytearray)):
         raise TypeError(f"connection detail {key}: the value must be str or bytes")
+    if _warmup.active:
+        return
     if _wit is not None:
         _wit.connection_detail(key, bytes(value))
     elif len(connection_details) < NATIVE_LIMIT:
@@ -83,6 +86,8 @@ def connection_detail(key: str, value: Union[str, bytes]) -> None:
 
 
 def _send(d: Drift) -> None:
+    if _warmup.active:
+        return
     if _wit is not None:
         _wit.drift(d.field, d.observed, d.desired, d.sensitive)
     elif len(drifts) < NATIVE_LIMIT:

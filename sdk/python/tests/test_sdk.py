@@ -3,6 +3,7 @@ the JSON codec, failures, ``ensure`` and the HTTP helper's status mapping."""
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import sys
@@ -32,7 +33,7 @@ from orchard_sdk import (  # noqa: E402
     http,
     report,
 )
-from orchard_sdk.codec import DecodeError  # noqa: E402
+from orchard_sdk.codec import DecodeError, sample  # noqa: E402
 
 
 @dataclass
@@ -342,3 +343,59 @@ class ReportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass
+class Node:
+    name: str
+    colour: Colour = Colour.BLUE
+    weight: float = 0.5
+    children: List["Node"] = field(default_factory=list)
+    parent: Optional["Node"] = None
+
+
+class WarmUpTest(unittest.TestCase):
+    def test_a_sample_decodes_as_its_type_with_every_field_present(self):
+        spec = decode(Spec, json.loads(json.dumps(sample(Spec))))
+        self.assertEqual(spec, Spec("sample", "sample", 1, [Binding("sample", "sample")], {"sample": "sample"}))
+        decoded = decode(Node, sample(Node))
+        self.assertEqual((decoded.colour, decoded.weight), (Colour.RED, 1.0))
+        # A recursive type ends: optional fields are left out three levels down.
+        depth, n = 0, decoded
+        while n.children:
+            n, depth = n.children[0], depth + 1
+        self.assertEqual(depth, 2)
+        self.assertIsNone(n.parent)
+
+    def test_the_samples_of_a_plugin_pass_its_own_calls(self):
+        from orchard_sdk._export import samples
+
+        spec, state = samples(Thing)
+        raw = Raw(Thing())
+        o = obj(text=spec)
+        res = Resource("sample", state)
+        self.assertEqual(raw.reconcilers(o, res), [])
+        self.assertEqual(json.loads(raw.observed(res)), {"name": "sample", "size": 1})
+        self.assertEqual(raw.available(o, res)[0], Availability.UNAVAILABLE)
+
+    def test_nothing_leaves_the_plugin_while_the_warm_up_runs(self):
+        from orchard_sdk import _warmup, log
+
+        report.take()
+        with _warmup.running():
+            with self.assertRaises(http.TransportError) as raised:
+                http.get("http://127.0.0.1:1/")
+            report.drift("kind", "Native", "Master")
+            report.connection_detail("password", "s3cret")
+            with self.assertNoLogs("orchard"):
+                log.warn("not sent")
+        self.assertIn("while the component is built", str(raised.exception))
+        self.assertEqual(report.take(), ([], []))
+        self.assertFalse(_warmup.active)
+        with self.assertLogs("orchard"):
+            log.warn("sent")
