@@ -25,31 +25,11 @@ use orchard::runtime::egress::Egress;
 use orchard::runtime::{EgressPolicy, TrustedCas};
 use wasmtime_wasi_http::RequestOptions;
 
-/// A CA (PEM) and the TLS configuration of a server for 127.0.0.1 whose certificate it signed.
-fn private_pki() -> (String, Arc<rustls::ServerConfig>) {
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "orchard bench CA");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &*ca)
-        .unwrap();
-    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![leaf.der().clone()],
-        rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
-    )
-    .unwrap();
-    (ca.pem(), Arc::new(server))
+mod private_pki {
+    // Shared with the egress unit tests (src/runtime/egress.rs).
+    include!("support/private_pki.rs");
 }
+use private_pki::private_pki;
 
 /// A keep-alive server on loopback answering `ok` (over TLS with `tls`); returns its URL.
 async fn server(tls: Option<Arc<rustls::ServerConfig>>) -> String {

@@ -612,33 +612,14 @@ mod tests {
             .await;
     }
 
-    /// A certificate authority (PEM) and a server certificate for 127.0.0.1 it signed, as the
-    /// server's TLS configuration.
-    fn private_pki() -> (String, Arc<rustls::ServerConfig>) {
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "orchard test CA");
-        let ca =
-            rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-            .unwrap()
-            .signed_by(&key, &*ca)
-            .unwrap();
-        let server = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
-        )
-        .unwrap();
-        (ca.pem(), Arc::new(server))
+    mod private_pki {
+        // Shared with benches/egress.rs.
+        include!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/benches/support/private_pki.rs"
+        ));
     }
+    use private_pki::private_pki;
 
     /// An HTTPS server on loopback answering `ok` on keep-alive connections; returns its URL
     /// and the number of TLS handshakes it completed.
