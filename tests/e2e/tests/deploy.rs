@@ -93,23 +93,14 @@ async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants(
     ] {
         assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
     }
-    let deployment = manifests
-        .iter()
-        .find(|m| m["kind"] == "Deployment")
-        .context("deployment")?;
+    let deployment = the_deployment(&manifests)?;
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(
         deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"],
         65532
     );
-    assert!(
-        container["args"]
-            .as_array()
-            .context("args")?
-            .iter()
-            .any(|a| a == "--leader-elect")
-    );
+    assert!(args_of(container)?.contains(&"--leader-elect"));
     // The ServiceMonitor's CRD is not in a bare apiserver: dry-run the rest.
     let applicable: Vec<Value> = manifests
         .iter()
@@ -134,17 +125,9 @@ async fn the_helm_chart_renders_a_sharded_deployment_and_refuses_sharding_with_p
         "sharding.enabled=true,sharding.ring=edge,pluginObjects.enabled=false,replicas=3",
     ))?;
     let manifests = docs(&rendered)?;
-    let deployment = manifests
-        .iter()
-        .find(|m| m["kind"] == "Deployment")
-        .context("deployment")?;
+    let deployment = the_deployment(&manifests)?;
     assert_eq!(deployment["spec"]["replicas"], 3);
-    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .context("args")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = args_of(&deployment["spec"]["template"]["spec"]["containers"][0])?;
     assert!(args.contains(&"--shard-ring=edge"), "{args:?}");
     assert!(!args.contains(&"--leader-elect"), "{args:?}");
     assert!(!args.contains(&"--watch-plugins"), "{args:?}");
@@ -184,17 +167,9 @@ async fn the_helm_chart_gives_the_plugins_the_clusters_ca_from_a_config_map() ->
         "sandbox.trustedCA.configMap=corp-ca,sandbox.trustedCA.key=bundle.pem",
     ))?;
     let manifests = docs(&rendered)?;
-    let pod = &manifests
-        .iter()
-        .find(|m| m["kind"] == "Deployment")
-        .context("deployment")?["spec"]["template"]["spec"];
+    let pod = &the_deployment(&manifests)?["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .context("args")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = args_of(container)?;
     assert!(
         args.contains(&"--plugin-ca-file=/etc/orchard/plugin-ca/bundle.pem"),
         "{args:?}"
@@ -218,6 +193,24 @@ async fn the_helm_chart_gives_the_plugins_the_clusters_ca_from_a_config_map() ->
     let plain = run(&mut helm_template(&env, "replicas=2"))?;
     assert!(!plain.contains("plugin-ca"), "{plain}");
     Ok(())
+}
+
+/// The one Deployment among rendered manifests.
+fn the_deployment(manifests: &[Value]) -> anyhow::Result<&Value> {
+    manifests
+        .iter()
+        .find(|m| m["kind"] == "Deployment")
+        .context("no Deployment rendered")
+}
+
+/// A container's arguments.
+fn args_of(container: &Value) -> anyhow::Result<Vec<&str>> {
+    Ok(container["args"]
+        .as_array()
+        .context("the container has no args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect())
 }
 
 /// `helm template` of the chart as release `orchard` in `orchard-system`, with `sets`.
