@@ -25,11 +25,11 @@ use orchard::runtime::egress::Egress;
 use orchard::runtime::{EgressPolicy, TrustedCas};
 use wasmtime_wasi_http::RequestOptions;
 
-mod private_pki {
+mod loopback {
     // Shared with the egress unit tests (src/runtime/egress.rs).
-    include!("support/private_pki.rs");
+    include!("support/loopback.rs");
 }
-use private_pki::private_pki;
+use loopback::{get_request, private_pki};
 
 /// A keep-alive server on loopback answering `ok` (over TLS with `tls`); returns its URL.
 async fn server(tls: Option<Arc<rustls::ServerConfig>>) -> String {
@@ -70,15 +70,8 @@ async fn server(tls: Option<Arc<rustls::ServerConfig>>) -> String {
 /// One GET through `egress`, its body read to the end (which returns the connection to the
 /// pool).
 async fn get(egress: &Egress, url: &str) {
-    let request = http::Request::get(format!("{url}/api"))
-        .body(
-            http_body_util::Empty::new()
-                .map_err(|never| match never {})
-                .boxed_unsync(),
-        )
-        .unwrap();
     let response = egress
-        .send(request, RequestOptions::default())
+        .send(get_request(url), RequestOptions::default())
         .await
         .unwrap();
     assert_eq!(response.status(), 200);

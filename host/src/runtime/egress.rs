@@ -612,14 +612,14 @@ mod tests {
             .await;
     }
 
-    mod private_pki {
+    mod loopback {
         // Shared with benches/egress.rs.
         include!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/benches/support/private_pki.rs"
+            "/benches/support/loopback.rs"
         ));
     }
-    use private_pki::private_pki;
+    use loopback::{get_request, private_pki};
 
     /// An HTTPS server on loopback answering `ok` on keep-alive connections; returns its URL
     /// and the number of TLS handshakes it completed.
@@ -665,14 +665,7 @@ mod tests {
             egress: Arc::clone(egress),
             plugin: "test-plugin".into(),
         };
-        let request = http::Request::get(format!("{url}/api"))
-            .body(
-                http_body_util::Empty::new()
-                    .map_err(|never| match never {})
-                    .boxed_unsync(),
-            )
-            .unwrap();
-        let sent = hooks.send_request(request, None, Box::new(async { Ok(()) }));
+        let sent = hooks.send_request(get_request(url), None, Box::new(async { Ok(()) }));
         let (response, _io) = Box::into_pin(sent).await?;
         let status = response.status().as_u16();
         let body = response.into_body().collect().await?.to_bytes();

@@ -1,7 +1,9 @@
-// A private certificate authority for HTTPS servers on loopback: the egress unit tests
-// (`src/runtime/egress.rs`) and the egress benchmark include this file.
+// What the egress unit tests (`src/runtime/egress.rs`) and the egress benchmark both need
+// against servers on loopback: a private certificate authority, a GET. Both include this file.
 
 use std::sync::Arc;
+
+use http_body_util::BodyExt as _;
 
 /// A certificate authority (PEM) and the TLS configuration of a server for 127.0.0.1 whose
 /// certificate it signed.
@@ -29,4 +31,16 @@ pub fn private_pki() -> (String, Arc<rustls::ServerConfig>) {
     )
     .unwrap();
     (ca.pem(), Arc::new(server))
+}
+
+/// A GET of `<url>/api` without a body, as a guest's request reaches the egress.
+#[allow(clippy::unwrap_used, reason = "test support")]
+pub fn get_request(url: &str) -> http::Request<wasmtime_wasi_http::WasiBody> {
+    http::Request::get(format!("{url}/api"))
+        .body(
+            http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        )
+        .unwrap()
 }
