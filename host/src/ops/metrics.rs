@@ -12,6 +12,9 @@
 //! - `orchard_plugin_http_connections_total{plugin}`: connections the plugin's outbound HTTP
 //!   opened (its requests reuse them: far fewer than requests, unless the destination closes
 //!   each one);
+//! - `orchard_plugin_http_failures_total{plugin,error}`: the plugin's outbound requests that got
+//!   no answer, by why (`denied` by the allow-list, `tls_certificate`, `connection_refused`,
+//!   `response_timeout`…: [`crate::runtime::egress`]);
 //! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
 
 use std::sync::OnceLock;
@@ -56,6 +59,12 @@ struct PluginLabels {
     plugin: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpFailureLabels {
+    plugin: String,
+    error: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds_buckets() -> Histogram {
@@ -75,6 +84,7 @@ pub struct Metrics {
     load_failures: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     http_connections: Family<PluginLabels, Counter>,
+    http_failures: Family<HttpFailureLabels, Counter>,
     leader: Gauge,
 }
 
@@ -138,6 +148,12 @@ impl Metrics {
             "Connections opened by plugins' outbound HTTP",
             http_connections.clone(),
         );
+        let http_failures = Family::<HttpFailureLabels, Counter>::default();
+        registry.register(
+            "plugin_http_failures",
+            "Plugins' outbound requests without an answer, by why",
+            http_failures.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -155,6 +171,7 @@ impl Metrics {
             load_failures,
             events_dropped,
             http_connections,
+            http_failures,
             leader,
         }
     }
@@ -245,6 +262,16 @@ impl Metrics {
         self.http_connections
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// An outbound request of `plugin` got no answer, for the reason `error` names.
+    pub fn http_request_failed(&self, plugin: &str, error: &'static str) {
+        self.http_failures
+            .get_or_create(&HttpFailureLabels {
+                plugin: plugin.to_owned(),
+                error,
             })
             .inc();
     }

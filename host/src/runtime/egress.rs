@@ -306,9 +306,13 @@ impl Egress {
                 .first_byte_timeout
                 .unwrap_or(self.policy.response_timeout);
         let destination = request.uri().clone();
+        let failed = |e: HttpError| {
+            crate::ops::metrics::global().http_request_failed(&self.plugin, failure_label(&e));
+            e
+        };
         let response = tokio::time::timeout(head_within, self.client.request(request))
             .await
-            .map_err(|_| HttpError::ConnectionReadTimeout)?
+            .map_err(|_| failed(HttpError::ConnectionReadTimeout))?
             .map_err(|e| {
                 if let Some(tls) = tls_cause(&e) {
                     // The guest sees only a code: the reason, with the way out, is logged.
@@ -319,18 +323,23 @@ impl Egress {
                         "TLS with the destination failed (a certificate from the cluster's own CA is trusted once given with --plugin-ca-file)"
                     );
                 }
-                client_error(&e)
+                failed(client_error(&e))
             })?;
         let gap = options
             .between_bytes_timeout
             .unwrap_or(self.policy.response_timeout)
             .max(Duration::from_nanos(1));
         let cap = self.policy.max_response_bytes;
+        let plugin = Arc::clone(&self.plugin);
         Ok(response.map(|body| {
             Limited::new(IncomingBody::new(body, gap), cap)
-                .map_err(move |e| match e.downcast::<HttpError>() {
-                    Ok(e) => *e,
-                    Err(_) => HttpError::HttpResponseBodySize(u64::try_from(cap).ok()),
+                .map_err(move |e| {
+                    let e = match e.downcast::<HttpError>() {
+                        Ok(e) => *e,
+                        Err(_) => HttpError::HttpResponseBodySize(u64::try_from(cap).ok()),
+                    };
+                    crate::ops::metrics::global().http_request_failed(&plugin, failure_label(&e));
+                    e
                 })
                 .boxed_unsync()
         }))
@@ -440,6 +449,23 @@ fn client_error(e: &hyper_util::client::legacy::Error) -> HttpError {
     }
 }
 
+/// The `error` label of `orchard_plugin_http_failures_total` for a request that failed with `e`.
+fn failure_label(e: &HttpError) -> &'static str {
+    match e {
+        HttpError::HttpRequestDenied => "denied",
+        HttpError::TlsCertificateError => "tls_certificate",
+        HttpError::TlsAlertReceived { .. } => "tls_alert",
+        HttpError::TlsProtocolError => "tls_protocol",
+        HttpError::ConnectionRefused => "connection_refused",
+        HttpError::ConnectionTimeout => "connect_timeout",
+        HttpError::Connect(_) => "connect",
+        HttpError::ConnectionReadTimeout | HttpError::HttpResponseTimeout => "response_timeout",
+        HttpError::HttpResponseIncomplete => "response_incomplete",
+        HttpError::HttpResponseBodySize(_) => "response_too_large",
+        _ => "other",
+    }
+}
+
 /// A response body whose frames must each come within `gap` of the one before.
 struct IncomingBody {
     body: hyper::body::Incoming,
@@ -493,10 +519,9 @@ impl hyper::body::Body for IncomingBody {
     }
 }
 
-/// The hooks of one store: the plugin's egress and its name for logs.
+/// The hooks of one store: the plugin's egress.
 pub(crate) struct EgressHooks {
     pub(crate) egress: Arc<Egress>,
-    pub(crate) plugin: Arc<str>,
 }
 
 type SendFuture = Box<
@@ -521,8 +546,11 @@ impl WasiHttpHooks for EgressHooks {
         let egress = Arc::clone(&self.egress);
         let policy = &egress.policy;
         if !policy.allows(request.uri()) {
-            tracing::warn!(plugin = %self.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)");
-            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+            tracing::warn!(plugin = %egress.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)");
+            let denied = HttpError::HttpRequestDenied;
+            crate::ops::metrics::global()
+                .http_request_failed(&egress.plugin, failure_label(&denied));
+            return Box::new(async { Err(denied) });
         }
         // The guest may ask for shorter timeouts, never longer ones.
         let shorter =
@@ -541,10 +569,9 @@ impl WasiHttpHooks for EgressHooks {
                 policy.response_timeout,
             ),
         };
-        let plugin = Arc::clone(&self.plugin);
         Box::new(async move {
             let response = egress.send(request, options).await.inspect_err(|e| {
-                tracing::debug!(plugin = %plugin, error = %e, "outbound request failed");
+                tracing::debug!(plugin = %egress.plugin, error = %e, "outbound request failed");
             })?;
             // The pool's own tasks drive the connection: nothing is left for the caller to.
             let io = async { Ok(()) };
@@ -663,7 +690,6 @@ mod tests {
     async fn get(egress: &Arc<Egress>, url: &str) -> Result<(u16, Bytes), HttpError> {
         let mut hooks = EgressHooks {
             egress: Arc::clone(egress),
-            plugin: "test-plugin".into(),
         };
         let sent = hooks.send_request(get_request(url), None, Box::new(async { Ok(()) }));
         let (response, _io) = Box::into_pin(sent).await?;
@@ -710,6 +736,36 @@ mod tests {
             get(&egress, &url).await.unwrap();
         }
         assert_eq!(opened(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_requests_of_a_plugin_that_got_no_answer_are_counted_by_why() {
+        let failures = |error: &str| {
+            let line = format!(
+                "orchard_plugin_http_failures_total{{plugin=\"failing-plugin\",error=\"{error}\"}} "
+            );
+            crate::ops::metrics::global()
+                .encode()
+                .lines()
+                .find_map(|l| l.strip_prefix(line.as_str()).map(str::to_owned))
+                .map_or(0, |v| v.parse::<u64>().unwrap())
+        };
+        let (_, config) = private_pki();
+        let (url, _) = tls_server(config).await;
+        let untrusting = Arc::new(Egress::new(
+            EgressPolicy::allowing([url.as_str()]).unwrap(),
+            "failing-plugin".into(),
+        ));
+        let denying = Arc::new(Egress::new(
+            EgressPolicy::default(),
+            "failing-plugin".into(),
+        ));
+        for _ in 0..2 {
+            get(&untrusting, &url).await.unwrap_err();
+        }
+        get(&denying, &url).await.unwrap_err();
+        assert_eq!(failures("tls_certificate"), 2);
+        assert_eq!(failures("denied"), 1);
     }
 
     #[tokio::test]

@@ -46,7 +46,7 @@ impl PluginState {
     ) -> Self {
         // WasiCtxBuilder starts empty (no args, env, or preopens); sockets are closed
         // explicitly: all outbound traffic must go through wasi:http and its allow-list.
-        let output = Arc::new(Mutex::new(Output::new(Arc::clone(&plugin), object)));
+        let output = Arc::new(Mutex::new(Output::new(plugin, object)));
         let mut wasi = WasiCtxBuilder::new();
         wasi.allow_tcp(false)
             .allow_udp(false)
@@ -59,7 +59,7 @@ impl PluginState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             table,
-            egress: EgressHooks { egress, plugin },
+            egress: EgressHooks { egress },
             memory: MemoryCap {
                 limit: memory_limit,
                 hit: false,

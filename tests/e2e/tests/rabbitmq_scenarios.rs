@@ -597,7 +597,8 @@ async fn a_vhost_behind_https_of_the_clusters_own_ca_is_reached_once_the_host_tr
     let name = name_in(&h, "private-ca");
     let object = managed::<Vhost>("private-ca", &format!("{{name: \"{name}\"}}"), "");
 
-    let untrusting = h.start_host(&[])?;
+    let admin = format!("127.0.0.1:{}", free_port()?);
+    let untrusting = h.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
     h.wait_kinds().await?;
     h.apply(&object).await?;
     let refused = poll_until(Duration::from_mins(1), "the certificate error", || async {
@@ -608,6 +609,16 @@ async fn a_vhost_behind_https_of_the_clusters_own_ca_is_reached_once_the_host_tr
     .await?;
     assert!(refused.contains(&r.api_tls_url), "{refused}");
     assert!(api.vhost(&name).await?.is_none(), "created without TLS");
+    let metrics = reqwest::get(format!("http://{admin}/metrics"))
+        .await?
+        .text()
+        .await?;
+    let refusals = metric_sum(
+        &metrics,
+        "orchard_plugin_http_failures_total",
+        &["error=\"tls_certificate\""],
+    );
+    assert!(refusals >= 1.0, "{refusals} certificate failures counted");
     drop(untrusting);
 
     let ca = env.ca_file.display().to_string();
