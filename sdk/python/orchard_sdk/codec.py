@@ -222,7 +222,11 @@ def sample(tp: Any, _depth: int = 0) -> Any:
     """A JSON value that decodes as ``tp`` with every field present (optional ones too), so
     that decoding it runs every decoder of ``tp``: strings ``"sample"``, numbers ``1``,
     booleans ``false``, one item per list and dict, an enum's first value. A dataclass met
-    again deeper than three levels down (a recursive type) is left out where it may be."""
+    again deeper than three levels down (a recursive type) is left out where it may be; a
+    type that requires itself (no finite value decodes as it) ends as ``null`` eight levels
+    down."""
+    if _depth > 8:
+        return None
     if tp is Any or tp is object:
         return "sample"
     is_optional, inner = _optional(tp)

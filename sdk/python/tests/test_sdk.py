@@ -359,6 +359,11 @@ class Node:
     parent: Optional["Node"] = None
 
 
+@dataclass
+class Loop:
+    next: "Loop"
+
+
 class WarmUpTest(unittest.TestCase):
     def test_a_sample_decodes_as_its_type_with_every_field_present(self):
         spec = decode(Spec, json.loads(json.dumps(sample(Spec))))
@@ -371,6 +376,10 @@ class WarmUpTest(unittest.TestCase):
             n, depth = n.children[0], depth + 1
         self.assertEqual(depth, 2)
         self.assertIsNone(n.parent)
+        # A type that requires itself has no finite value: its sample still ends.
+        self.assertIsNotNone(sample(Loop)["next"])
+        with self.assertRaises(DecodeError):
+            decode(Loop, sample(Loop))
 
     def test_the_samples_of_a_plugin_pass_its_own_calls(self):
         from orchard_sdk._export import samples
