@@ -348,6 +348,15 @@ pub fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
+/// The text of a host's `/metrics`, from its admin address (`ORCHARD_ADMIN_ADDR`).
+pub async fn host_metrics(admin: &str) -> anyhow::Result<String> {
+    Ok(reqwest::get(format!("http://{admin}/metrics"))
+        .await?
+        .error_for_status()?
+        .text()
+        .await?)
+}
+
 /// The sum of the samples of the Prometheus `series` in `metrics` (the text format) whose
 /// labels contain every one of `labels` (e.g. `function="create"`).
 pub fn metric_sum(metrics: &str, series: &str, labels: &[&str]) -> f64 {

@@ -12,7 +12,7 @@ use orchard_e2e::paths::plugin;
 use orchard_e2e::rabbitmq::{self, Api, GROUP, quote};
 use orchard_e2e::scenario_set;
 use orchard_e2e::scenarios::{Subject, managed, name_in};
-use orchard_e2e::{TestEnv, free_port, metric_sum, poll_until};
+use orchard_e2e::{TestEnv, free_port, host_metrics, metric_sum, poll_until};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -544,10 +544,7 @@ async fn a_plugins_requests_to_rabbitmq_share_one_kept_alive_connection() -> any
         h.delete(Vhost::KIND, object).await?;
         h.wait_gone(Vhost::KIND, object).await?;
     }
-    let metrics = reqwest::get(format!("http://{admin}/metrics"))
-        .await?
-        .text()
-        .await?;
+    let metrics = host_metrics(&admin).await?;
     // Each of these calls sends at least one request to RabbitMQ.
     let calls: f64 = ["list-for-adoption", "create", "get-by-id", "delete"]
         .iter()
@@ -609,10 +606,7 @@ async fn a_vhost_behind_https_of_the_clusters_own_ca_is_reached_once_the_host_tr
     .await?;
     assert!(refused.contains(&r.api_tls_url), "{refused}");
     assert!(api.vhost(&name).await?.is_none(), "created without TLS");
-    let metrics = reqwest::get(format!("http://{admin}/metrics"))
-        .await?
-        .text()
-        .await?;
+    let metrics = host_metrics(&admin).await?;
     let refusals = metric_sum(
         &metrics,
         "orchard_plugin_http_failures_total",

@@ -9,7 +9,7 @@ use orchard_e2e::harness::{CONVERGE, progressing_message};
 use orchard_e2e::harness::{Harness, HostSpec};
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, ZONE};
-use orchard_e2e::{free_port, metric_sum, poll_until};
+use orchard_e2e::{free_port, host_metrics, metric_sum, poll_until};
 use serde_json::json;
 
 fn zone_yaml(name: &str, zone: &str) -> String {
@@ -74,10 +74,7 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
     );
     // Count the create calls the host made in the object's first minute.
     tokio::time::sleep_until(started + Duration::from_mins(1)).await;
-    let metrics = reqwest::get(format!("http://{admin}/metrics"))
-        .await?
-        .text()
-        .await?;
+    let metrics = host_metrics(&admin).await?;
     // (The plugin label is the component's file name.)
     let creates = metric_sum(
         &metrics,
