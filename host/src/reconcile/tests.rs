@@ -578,6 +578,11 @@ fn kinds(writes: &[Write]) -> Vec<String> {
         .collect()
 }
 
+/// How many of `kinds` (as [`kinds`] names them) are metadata writes.
+fn metadata_writes(kinds: &[String]) -> usize {
+    kinds.iter().filter(|w| w.starts_with("metadata")).count()
+}
+
 fn objects_writes(writes: &[Write]) -> usize {
     writes
         .iter()
@@ -720,9 +725,8 @@ async fn a_create_that_keeps_failing_is_called_at_most_seven_times_in_its_first_
 async fn a_create_that_failed_cleanly_clears_its_marker() {
     let system = System {
         cannot_adopt: true,
-        ..System::default()
+        ..System::creating(CreateMode::Fails(Failure::Transient("quota".into())))
     };
-    *system.create.lock().unwrap() = CreateMode::Fails(Failure::Transient("quota".into()));
     let w = World::with(system, managed("a"));
     w.pass().await;
     assert_eq!(
@@ -744,11 +748,7 @@ async fn a_failed_create_of_a_plugin_that_can_adopt_writes_the_finalizer_once_an
     w.pass().await;
     let writes = kinds(&w.cluster.writes());
     assert_eq!(writes[0], "metadata(finalizer=true, marker=false)");
-    assert_eq!(
-        writes.iter().filter(|w| w.starts_with("metadata")).count(),
-        1,
-        "{writes:?}"
-    );
+    assert_eq!(metadata_writes(&writes), 1, "{writes:?}");
     assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
     assert!(!w.object().annotations().contains_key(CREATE_PENDING));
 }
@@ -767,7 +767,7 @@ async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again()
         "{writes:?}"
     );
     assert_eq!(
-        writes.iter().filter(|w| w.starts_with("metadata")).count(),
+        metadata_writes(&writes),
         1,
         "the finalizer once, no marker: {writes:?}"
     );
@@ -823,7 +823,7 @@ async fn a_marker_left_without_our_finalizer_gets_the_finalizer_in_one_write_bef
         "{writes:?}"
     );
     assert_eq!(
-        writes.iter().filter(|w| w.starts_with("metadata")).count(),
+        metadata_writes(&writes),
         1,
         "one write before the create: {writes:?}"
     );
@@ -1229,11 +1229,7 @@ async fn create_answering_an_id_another_object_holds_is_terminal() {
         writes[0], "metadata(finalizer=true, marker=false)",
         "{writes:?}"
     );
-    assert_eq!(
-        writes.iter().filter(|w| w.starts_with("metadata")).count(),
-        1,
-        "{writes:?}"
-    );
+    assert_eq!(metadata_writes(&writes), 1, "{writes:?}");
 }
 
 #[tokio::test]
