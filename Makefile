@@ -15,19 +15,23 @@ C_SDK := $(wildcard sdk/c/*.c sdk/c/*.h) sdk/c/build.sh sdk/guest-tools.sh
 GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.wasm $(PLUGIN_DIR)/rabbitmq_user.wasm \
 	$(PLUGIN_DIR)/rabbitmq_exchange.wasm $(PLUGIN_DIR)/pdns_tsig.wasm
 
-.PHONY: test demo demo-down plugins rust-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
+.PHONY: test demo demo-down demo-status plugins rust-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
 
 ## Every test: installs what it needs, builds the plugins, brings the test environment up,
 ## runs all suites, and brings the environment down even when a test fails.
 test:
 	bash tests/run.sh
 
-## The main job: environment up, plugins built, host running, a sample applied.
+## The main job: a demo environment of its own (.demo), plugins built, the host running in
+## namespace orchard-demo, a sample applied. `make test` runs beside it in .testenv.
 demo:
 	bash tests/demo.sh up
 
 demo-down:
 	bash tests/demo.sh down
+
+demo-status:
+	bash tests/demo.sh status
 
 ## Installs apt packages, the wasm32-wasip2 target and the Go-built kube-apiserver/etcd.
 deps:

@@ -1,10 +1,38 @@
 #!/usr/bin/env bash
 # The test command (`make test`): everything from a fresh machine to a test report.
+#
+# It brings up a test environment of its own (tests/env/testenv.sh in .testenv, on free loopback
+# ports) and brings it down at the end, even when a test fails. A demo left running by
+# `make demo` lives in another state dir (.demo) with its own apiserver: this run neither sees
+# nor stops it. It ends with the wall time of each step, each suite and the ten slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+REPO=$PWD
+DEMO_STATE=$(realpath -m "${ORCHARD_DEMO_DIR:-$REPO/.demo}")
+# A shell that sourced the demo's env file (as the demo's last lines suggest) carries its
+# ORCHARD_TESTENV_DIR; the tests never use the demo's environment.
+if [ -n "${ORCHARD_TESTENV_DIR:-}" ] && [ "$(realpath -m "$ORCHARD_TESTENV_DIR")" = "$DEMO_STATE" ]; then
+  echo "make test: ORCHARD_TESTENV_DIR is the demo's ($DEMO_STATE); the tests use their own, $REPO/.testenv"
+  unset ORCHARD_TESTENV_DIR
+fi
+export ORCHARD_TESTENV_DIR=$(realpath -m "${ORCHARD_TESTENV_DIR:-$REPO/.testenv}")
+TIMES=$(realpath -m "${CARGO_TARGET_DIR:-target}")/test-times
+rm -rf "$TIMES" && mkdir -p "$TIMES"
 
-step() { printf '\n== %s (%ss)\n' "$*" "$SECONDS"; }
+step_name="" step_start=$SECONDS
+end_step() {
+  if [ -n "$step_name" ]; then printf '%s\t%s\n' "$step_name" "$((SECONDS - step_start))" >>"$TIMES/steps.tsv"; fi
+  step_name=""
+}
+step() { end_step; step_name=$*; step_start=$SECONDS; printf '\n== %s (%ss)\n' "$*" "$SECONDS"; }
+summary() { end_step; python3 tests/test-times.py "$TIMES" || true; }
+
+echo "make test: test environment $ORCHARD_TESTENV_DIR (started here on free loopback ports, stopped at the end)"
+if [ -f "$DEMO_STATE/demo-host.pid" ]; then
+  echo "make test: the demo in $DEMO_STATE has an environment of its own; this run leaves it alone"
+fi
+trap summary EXIT
 
 step "dependencies"
 bash tests/env/install-deps.sh
@@ -28,20 +56,22 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace --quiet
 
-step "test environment up"
+step "test environment up ($ORCHARD_TESTENV_DIR)"
 bash tests/env/testenv.sh up
-trap 'step "test environment down"; bash tests/env/testenv.sh down' EXIT
+trap 'step "test environment down"; bash tests/env/testenv.sh down; summary' EXIT
 set -a
 # shellcheck disable=SC1091
-source "${ORCHARD_TESTENV_DIR:-.testenv}/env"
+source "$ORCHARD_TESTENV_DIR/env"
 set +a
 
 step "tests"
-cargo test --workspace --no-fail-fast -- --test-threads="${ORCHARD_TEST_THREADS:-2}"
+# Each test binary through tests/timed-test.sh: its wall time and every test's.
+CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$REPO/tests/timed-test.sh" ORCHARD_TEST_TIMES=$TIMES \
+  cargo test --workspace --no-fail-fast -- --test-threads="${ORCHARD_TEST_THREADS:-2}"
 
 step "throughput bench smoke (N=20, orchard-component, orchard-warning, kopf, kopf-events and floor; not timed)"
 # Only that every object became Available and was deleted (bench/run.sh exits non-zero
 # otherwise); debug builds from the step above, the running environment.
-ORCHARD_TESTENV_ENV="${ORCHARD_TESTENV_DIR:-.testenv}/env" bash bench/run.sh --objects 20 \
+ORCHARD_TESTENV_ENV="$ORCHARD_TESTENV_DIR/env" bash bench/run.sh --objects 20 \
   --contenders orchard-component,orchard-warning,kopf,kopf-events,floor --dev --no-plugins --no-plot --out target/bench/smoke -- --timeout-s 120 --settle-s 0
 step "done"
