@@ -15,44 +15,20 @@ cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 STATE=$(realpath -m "${ORCHARD_DEMO_DIR:-$PWD/.demo}")
 NS=${ORCHARD_DEMO_NAMESPACE:-orchard-demo}
-PIDFILE=$STATE/demo-host.pid
-HOSTLOG=$STATE/demo-host.log
+PIDS=$STATE/pids LOGS=$STATE/logs # where testenv.sh keeps its processes: the host is one of them
+HOSTLOG=$LOGS/demo-host.log
 TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 STOP_TIMEOUT=20 # seconds before TERM becomes KILL
 
 say() { printf '\n== %s\n' "$*"; }
+log() { printf '[demo] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
 testenv() { ORCHARD_TESTENV_DIR=$STATE bash tests/env/testenv.sh "$@"; }
+# shellcheck source=tests/env/processes.sh
+. tests/env/processes.sh
 
-starttime_of() { # pid -> its start time (field 22 of /proc/pid/stat), as testenv.sh records
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086
-  set -- $stat
-  echo "${20}"
-}
-
-# The pid of the demo host we started, if it still runs (pid *and* start time match, so a
-# reused pid is never signalled).
-host_pid() {
-  local pid st
-  [ -f "$PIDFILE" ] && read -r pid st <"$PIDFILE" || return 1
-  [ "$(starttime_of "$pid")" = "$st" ] && echo "$pid"
-}
-
-stop_host() {
-  local pid deadline
-  if pid=$(host_pid); then
-    echo "stopping the demo host (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + STOP_TIMEOUT))
-    while kill -0 "$pid" 2>/dev/null; do
-      if ((SECONDS >= deadline)); then kill -KILL "$pid" 2>/dev/null || true; break; fi
-      sleep 0.2
-    done
-  fi
-  rm -f "$PIDFILE"
-}
+# The pid of the demo host, if the one we started still runs.
+host_pid() { recorded_alive demo-host && recorded_pid demo-host; }
 
 port_free() { python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -67,20 +43,19 @@ up() {
   say "demo environment (its own apiserver, etcd, PowerDNS, registries in $STATE)"
   testenv up --without-rabbitmq >/dev/null
   set -a; . "$STATE/env"; set +a
-  stop_host
+  stop_group demo-host
   # The admin server on 9090 when that port is free, else on any free port.
   local admin_port=${ORCHARD_DEMO_ADMIN_PORT:-9090}
   port_free "$admin_port" || admin_port=$(free_port)
   say "orchard run --namespace $NS (log: $HOSTLOG)"
   kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  setsid "$TARGET/debug/orchard" run \
+  spawn demo-host "$TARGET/debug/orchard" run \
     --plugin "$TARGET/wasm32-wasip2/plugin/pdns_zone.wasm" \
     --plugin "$TARGET/wasm32-wasip2/plugin/pdns_record.wasm" \
     --allow-host "$PDNS_API_URL" --install-crds --namespace "$NS" \
-    --admin-addr "127.0.0.1:$admin_port" \
-    >"$HOSTLOG" 2>&1 </dev/null &
-  local pid=$!
-  echo "$pid $(starttime_of "$pid")" >"$PIDFILE"
+    --admin-addr "127.0.0.1:$admin_port"
+  local pid
+  pid=$(recorded_pid demo-host)
   echo "127.0.0.1:$admin_port" >"$STATE/demo-host.admin"
   local deadline=$((SECONDS + 60))
   until kubectl get crd dnsrecords.pdns.orchard.dev dnszones.pdns.orchard.dev >/dev/null 2>&1; do
@@ -128,10 +103,7 @@ status() {
 
 case ${1:-up} in
   up) up ;;
-  down)
-    stop_host
-    testenv down
-    ;;
+  down) testenv down ;; # its processes include the demo host
   status) status ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

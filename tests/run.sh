@@ -29,7 +29,7 @@ step() { end_step; step_name=$*; step_start=$SECONDS; printf '\n== %s (%ss)\n' "
 summary() { end_step; python3 tests/test-times.py "$TIMES" || true; }
 
 echo "make test: test environment $ORCHARD_TESTENV_DIR (started here on free loopback ports, stopped at the end)"
-if [ -f "$DEMO_STATE/demo-host.pid" ]; then
+if [ -f "$DEMO_STATE/pids/demo-host.pid" ]; then
   echo "make test: the demo in $DEMO_STATE has an environment of its own; this run leaves it alone"
 fi
 trap summary EXIT
