@@ -9,15 +9,18 @@
 //! 3. **connect** — the Kubernetes client (the one given, else KUBECONFIG / in-cluster);
 //! 4. **lead** — acquire the leader Lease, when configured (a shutdown while waiting ends
 //!    cleanly);
-//! 5. **install** — the plugins' CRDs (and the Plugin CRD when Plugins are watched), when
+//! 5. **announce** — this host's presence ([`crate::ops::presence`]): when another host
+//!    already serves one of its kinds in one of its namespaces, wait until it stops (saying
+//!    which host it is); a shutdown while waiting ends cleanly;
+//! 6. **install** — the plugins' CRDs (and the Plugin CRD when Plugins are watched), when
 //!    configured;
-//! 6. **serve** — one controller per (namespace, static plugin), and the Plugin host;
-//! 7. **wait** — for the shutdown token or a lost Lease;
-//! 8. **drain** — cancel every controller, let reconciles in flight finish (at most
-//!    [`AppConfig::drain_timeout`]), release the Lease.
+//! 7. **serve** — one controller per (namespace, static plugin), and the Plugin host;
+//! 8. **wait** — for the shutdown token or a lost Lease;
+//! 9. **drain** — cancel every controller, let reconciles in flight finish (at most
+//!    [`AppConfig::drain_timeout`]), release the Leases.
 //!
 //! With sharding ([`AppConfig::sharding`]) phase 4 joins the shard ring instead of electing a
-//! leader, and phases 6–8 run per *assignment* (the buckets this replica serves): serve them;
+//! leader, and phases 7–9 run per *assignment* (the buckets this replica serves): serve them;
 //! when the assignment changes, drain every controller (no timeout: a bucket is given up only
 //! once no pass over its objects runs), acknowledge, and serve the new one. On shutdown the
 //! replica drains and gives its buckets back ([`crate::shard::Shard::leave`]).
@@ -106,6 +109,9 @@ pub enum Error {
     /// Two options that do not go together.
     #[error("{0}")]
     Unsupported(&'static str),
+    /// This host's presence could not be announced.
+    #[error(transparent)]
+    Presence(#[from] crate::ops::presence::Error),
     /// The pass trace could not be opened.
     #[error("opening the pass trace {path}: {source}")]
     PassTrace {
@@ -210,8 +216,11 @@ pub struct AppConfig {
     /// Share the objects with the other replicas of a ring (not with leader election nor
     /// Plugin objects).
     pub sharding: Option<Sharding>,
-    /// The host's own namespace: pull Secrets that name none are read from it.
+    /// The host's own namespace: its presence Lease's, and pull Secrets that name none are
+    /// read from it.
     pub host_namespace: String,
+    /// A host that stops renewing its presence Lease is not waited for after this.
+    pub presence_lease: Duration,
     /// How long reconciles in flight may take to finish after shutdown.
     pub drain_timeout: Duration,
     /// Longest wait for the apiserver's answer to one request (its headers: a watch answers
@@ -333,134 +342,199 @@ impl App {
         }
         metrics::global().set_leader(true);
 
-        // Phase 5: install.
-        health.set_installing(true);
-        if config.install_crds {
-            for (_, description) in &plugins {
-                crate::crd::install(&client, description).await?;
-            }
-            if config.plugin_objects.is_some() {
-                crate::plugin::install_crd(&client).await?;
-            }
-        }
-
-        // Phase 6: serve.
-        let mut base = config.reconcile.settings(&health);
-        if let Some(path) = &config.reconcile.pass_trace {
-            let trace = crate::reconcile::trace::PassTrace::open(path, &config.reconcile.instance)
-                .map_err(|source| Error::PassTrace {
-                    path: path.clone(),
-                    source,
-                })?;
-            base.pass_trace = Some(Arc::new(trace));
-        }
-        if let Some(shard) = shard {
-            health.set_installing(false);
-            return serve_shards(shard, &client, &plugins, &config, &base, &shutdown).await;
-        }
-        let stop = shutdown.child_token();
-        let mut tasks = tokio::task::JoinSet::new();
-        spawn_controllers(
-            &mut tasks,
-            &client,
-            &plugins,
-            &config.reconcile,
-            &base,
-            &stop,
-        );
-        health.set_installing(false);
-        if let Some(objects) = &config.plugin_objects {
-            if config.reconcile.namespaces.len() > 1 {
-                tracing::warn!(
-                    "Plugins are served in the first --namespace only (or their own spec.namespace)"
-                );
-            }
-            let host_config = crate::plugin::PluginHostConfig {
-                runtime: runtime.clone(),
-                registry: crate::oci::RegistryOptions {
-                    insecure: objects.insecure_registries.clone(),
-                    cache_dir: objects.oci_cache_dir.clone(),
-                },
-                defaults: config.sandbox.clone(),
-                settings: Settings {
-                    namespace: config.reconcile.namespaces.first().cloned(),
-                    // The fail point is for static plugins' scenarios only.
-                    abort_after_create: false,
-                    ..base.clone()
-                },
-                host_namespace: config.host_namespace.clone(),
-                poll_interval: objects.poll_interval.max(Duration::from_secs(1)),
-                selector: objects.selector.clone(),
-                install_crds: config.install_crds,
+        // Phase 5: announce.
+        let presence = crate::ops::presence::PresenceConfig {
+            namespace: config.host_namespace.clone(),
+            instance: config.reconcile.instance.clone(),
+            scope: config.scope(&plugins),
+            lease_duration: config.presence_lease,
+        };
+        let presence =
+            match crate::ops::presence::Presence::announce(client.clone(), presence, &shutdown)
+                .await
+            {
+                Ok(Some(presence)) => presence,
+                outcome => {
+                    // Shut down while waiting for another host, or the Lease failed: serve
+                    // nothing; hand back what phase 4 took.
+                    if let Some(shard) = shard {
+                        shard.leave().await;
+                    }
+                    if let Some(leadership) = leadership {
+                        leadership.release().await;
+                    }
+                    return outcome.map(drop).map_err(Error::from);
+                }
             };
-            let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
-            let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);
-            let stop = stop.clone();
-            tasks.spawn(async move {
-                host.run(stop).await;
-                Ok(())
-            });
-        }
-        tracing::info!(
-            plugins = plugins.len(),
-            watch_plugins = config.plugin_objects.is_some(),
-            "orchard is running"
-        );
+        let served = serve(
+            &config, &client, &runtime, &plugins, &health, shard, leadership, &shutdown,
+        )
+        .await;
+        presence.release().await;
+        served
+    }
+}
 
-        // Phase 7: wait.
-        let lost = async {
-            match leadership.as_mut() {
-                Some(l) => l.lost().await,
-                None => std::future::pending().await,
-            }
-        };
-        let lost_lease = tokio::select! {
-            () = shutdown.cancelled() => false,
-            () = lost => true,
-            // A controller that ends on its own (e.g. a dependency kind that is not served)
-            // stops the host with its error.
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                stop.cancel();
-                done.map_err(Error::Panicked)??;
-                false
-            }
-        };
-        metrics::global().set_leader(false);
-        if lost_lease {
-            stop.cancel();
-            // A lease is only lost when leader election runs, so its name is always known.
-            let lease = config
-                .leader_election
-                .as_ref()
-                .map(|l| (l.namespace.clone(), l.name.clone()))
-                .unwrap_or_default();
-            return Err(Error::LostLease {
-                namespace: lease.0,
-                name: lease.1,
-            });
+/// Phases 6–9 of the module docs, once this host may serve.
+#[allow(clippy::too_many_arguments)] // the state phases 1–5 built, handed on as is
+async fn serve(
+    config: &AppConfig,
+    client: &kube::Client,
+    runtime: &Runtime,
+    plugins: &[(Arc<dyn Actuator>, Description)],
+    health: &Arc<Health>,
+    shard: Option<crate::shard::Shard>,
+    mut leadership: Option<Leadership>,
+    shutdown: &CancellationToken,
+) -> Result<(), Error> {
+    // Phase 6: install.
+    health.set_installing(true);
+    if config.install_crds {
+        for (_, description) in plugins {
+            crate::crd::install(client, description).await?;
         }
+        if config.plugin_objects.is_some() {
+            crate::plugin::install_crd(client).await?;
+        }
+    }
 
-        // Phase 8: drain.
-        tracing::info!("shutting down: finishing in-flight reconciles");
-        stop.cancel();
-        let drained = async {
-            while let Some(done) = tasks.join_next().await {
-                done.map_err(Error::Panicked)??;
-            }
-            Ok::<(), Error>(())
-        };
-        if let Ok(result) = tokio::time::timeout(config.drain_timeout, drained).await {
-            result?;
-        } else {
+    // Phase 7: serve.
+    let mut base = config.reconcile.settings(health);
+    if let Some(path) = &config.reconcile.pass_trace {
+        let trace = crate::reconcile::trace::PassTrace::open(path, &config.reconcile.instance)
+            .map_err(|source| Error::PassTrace {
+                path: path.clone(),
+                source,
+            })?;
+        base.pass_trace = Some(Arc::new(trace));
+    }
+    if let Some(shard) = shard {
+        health.set_installing(false);
+        return serve_shards(shard, client, plugins, config, &base, shutdown).await;
+    }
+    let stop = shutdown.child_token();
+    let mut tasks = tokio::task::JoinSet::new();
+    spawn_controllers(&mut tasks, client, plugins, &config.reconcile, &base, &stop);
+    health.set_installing(false);
+    if let Some(objects) = &config.plugin_objects {
+        if config.reconcile.namespaces.len() > 1 {
             tracing::warn!(
-                timeout_s = config.drain_timeout.as_secs(),
-                "in-flight reconciles did not finish in time"
+                "Plugins are served in the first --namespace only (or their own spec.namespace)"
             );
         }
-        if let Some(leadership) = leadership {
-            leadership.release().await;
+        let host_config = crate::plugin::PluginHostConfig {
+            runtime: runtime.clone(),
+            registry: crate::oci::RegistryOptions {
+                insecure: objects.insecure_registries.clone(),
+                cache_dir: objects.oci_cache_dir.clone(),
+            },
+            defaults: config.sandbox.clone(),
+            settings: Settings {
+                namespace: config.reconcile.namespaces.first().cloned(),
+                // The fail point is for static plugins' scenarios only.
+                abort_after_create: false,
+                ..base.clone()
+            },
+            host_namespace: config.host_namespace.clone(),
+            poll_interval: objects.poll_interval.max(Duration::from_secs(1)),
+            selector: objects.selector.clone(),
+            install_crds: config.install_crds,
+        };
+        let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
+        let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            host.run(stop).await;
+            Ok(())
+        });
+    }
+    tracing::info!(
+        plugins = plugins.len(),
+        watch_plugins = config.plugin_objects.is_some(),
+        "orchard is running"
+    );
+
+    // Phase 8: wait.
+    let lost = async {
+        match leadership.as_mut() {
+            Some(l) => l.lost().await,
+            None => std::future::pending().await,
         }
-        Ok(())
+    };
+    let lost_lease = tokio::select! {
+        () = shutdown.cancelled() => false,
+        () = lost => true,
+        // A controller that ends on its own (e.g. a dependency kind that is not served)
+        // stops the host with its error.
+        Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+            stop.cancel();
+            done.map_err(Error::Panicked)??;
+            false
+        }
+    };
+    metrics::global().set_leader(false);
+    if lost_lease {
+        stop.cancel();
+        // A lease is only lost when leader election runs, so its name is always known.
+        let lease = config
+            .leader_election
+            .as_ref()
+            .map(|l| (l.namespace.clone(), l.name.clone()))
+            .unwrap_or_default();
+        return Err(Error::LostLease {
+            namespace: lease.0,
+            name: lease.1,
+        });
+    }
+
+    // Phase 9: drain.
+    tracing::info!("shutting down: finishing in-flight reconciles");
+    stop.cancel();
+    let drained = async {
+        while let Some(done) = tasks.join_next().await {
+            done.map_err(Error::Panicked)??;
+        }
+        Ok::<(), Error>(())
+    };
+    if let Ok(result) = tokio::time::timeout(config.drain_timeout, drained).await {
+        result?;
+    } else {
+        tracing::warn!(
+            timeout_s = config.drain_timeout.as_secs(),
+            "in-flight reconciles did not finish in time"
+        );
+    }
+    if let Some(leadership) = leadership {
+        leadership.release().await;
+    }
+    Ok(())
+}
+
+impl AppConfig {
+    /// What this host serves, as its presence Lease says: its static kinds, its namespaces,
+    /// its Plugin objects, and the group its replicas form.
+    fn scope(&self, plugins: &[(Arc<dyn Actuator>, Description)]) -> crate::ops::presence::Scope {
+        let ns = &self.host_namespace;
+        let group = if let Some(lease) = &self.leader_election {
+            format!("leader:{}/{}", lease.namespace, lease.name)
+        } else if let Some(sharding) = &self.sharding {
+            format!("ring:{ns}/{}", sharding.ring)
+        } else {
+            format!("host:{ns}/{}", self.reconcile.instance)
+        };
+        crate::ops::presence::Scope {
+            kinds: plugins
+                .iter()
+                .map(|(_, d)| crate::crd::crd_name(d))
+                .collect(),
+            namespaces: (!self.reconcile.namespaces.is_empty())
+                .then(|| self.reconcile.namespaces.iter().cloned().collect()),
+            plugin_objects: self
+                .plugin_objects
+                .as_ref()
+                .map(|o| o.selector.clone().unwrap_or_default()),
+            group,
+        }
     }
 }
 
@@ -548,7 +622,7 @@ enum Turn {
     ControllerEnded(Result<Result<(), crate::reconcile::Error>, tokio::task::JoinError>),
 }
 
-/// Phases 6–8 of a sharded host (module docs): serve each assignment of the ring until
+/// Phases 7–9 of a sharded host (module docs): serve each assignment of the ring until
 /// shutdown, draining fully between two.
 async fn serve_shards(
     shard: crate::shard::Shard,

@@ -819,6 +819,7 @@ impl RunArgs {
                 lease_duration: Duration::from_secs(leader.lease_seconds),
             }),
             host_namespace: leader.lease_namespace,
+            presence_lease: Duration::from_secs(leader.lease_seconds),
             drain_timeout: reconcile.drain_timeout,
             api_timeout: reconcile.api_timeout,
         })

@@ -207,6 +207,7 @@ fn echo_host(ns: &str, instance: &str) -> AppConfig {
         leader_election: None,
         sharding: None,
         host_namespace: ns.to_owned(),
+        presence_lease: Duration::from_secs(15),
         drain_timeout: Duration::from_secs(10),
         api_timeout: Duration::from_secs(20),
     }

@@ -1,10 +1,29 @@
-//! Operations: metrics, health and readiness, the admin HTTP server, leader election.
+//! Operations: metrics, health and readiness, the admin HTTP server, leader election, and
+//! the presence of each host (which host serves which kinds where).
 
 pub mod leader;
 pub mod metrics;
+pub mod presence;
 pub mod server;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// A Kubernetes object name from `text`: lower case, `[a-z0-9-.]`, at most 253 characters.
+pub fn object_name(text: &str) -> String {
+    let name: String = text
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(253)
+        .collect();
+    name.trim_matches(['-', '.']).to_owned()
+}
 
 /// What `/readyz` reports: plugins loaded, not installing CRDs, every controller spawned
 /// started, and the caches of every running controller synced.

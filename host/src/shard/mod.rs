@@ -44,6 +44,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::object_name;
 use table::Table;
 
 /// The label of a ring's Leases.
@@ -104,11 +105,11 @@ pub struct ShardConfig {
 
 impl ShardConfig {
     fn lease_name(&self) -> String {
-        dns_name(&format!("orchard-shard-{}-{}", self.ring, self.instance))
+        object_name(&format!("orchard-shard-{}-{}", self.ring, self.instance))
     }
 
     fn table_name(&self) -> String {
-        dns_name(&format!("orchard-shard-{}", self.ring))
+        object_name(&format!("orchard-shard-{}", self.ring))
     }
 
     fn tick(&self) -> Duration {
@@ -118,23 +119,6 @@ impl ShardConfig {
     fn lease_seconds(&self) -> i32 {
         i32::try_from(self.lease_duration.as_secs().max(3)).unwrap_or(i32::MAX)
     }
-}
-
-/// A Kubernetes object name from `text`: lower case, `[a-z0-9-.]`, at most 253 characters.
-fn dns_name(text: &str) -> String {
-    let name: String = text
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(253)
-        .collect();
-    name.trim_matches(['-', '.']).to_owned()
 }
 
 /// The buckets this replica serves now. Each publication has a new epoch; the host
@@ -630,10 +614,10 @@ mod tests {
     #[test]
     fn names_are_valid_object_names() {
         assert_eq!(
-            dns_name("orchard-shard-Main_Ring-pod.1"),
+            object_name("orchard-shard-Main_Ring-pod.1"),
             "orchard-shard-main-ring-pod.1"
         );
-        assert_eq!(dns_name("-x-"), "x");
+        assert_eq!(object_name("-x-"), "x");
     }
 
     #[test]

@@ -55,6 +55,16 @@ impl Host {
         .await
     }
 
+    /// SIGTERM, as a pod's stop does: the host drains and releases its Leases, then exits.
+    pub fn terminate(&mut self) -> anyhow::Result<()> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .context("running kill -TERM")?;
+        anyhow::ensure!(status.success(), "kill -TERM {}: {status}", self.child.id());
+        Ok(())
+    }
+
     /// SIGKILL: no graceful shutdown, no lease release.
     pub fn kill_hard(&mut self) {
         let _ = self.child.kill();
@@ -88,6 +98,15 @@ impl Host {
             tail(&lines, 10)
         )
     }
+}
+
+/// Which namespaces a host serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// The harness's namespace only (every host of the suites but one).
+    Namespace,
+    /// Every namespace.
+    Cluster,
 }
 
 /// How a host finds the apiserver.
@@ -187,18 +206,33 @@ impl Harness {
     /// Starts `orchard run` for this harness's plugins, scoped to this namespace, as the
     /// admin; `extra_env` adds or overrides its environment (flags by their `ORCHARD_*` names).
     pub fn start_host(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
-        self.launch(Identity::Admin, extra_env)
+        self.launch(Identity::Admin, Scope::Namespace, extra_env)
+    }
+
+    /// Starts `orchard run` like [`Harness::start_host`] but for every namespace: the one
+    /// scenario of a cluster-wide host beside a test's host (`tests/presence.rs`). Were it to
+    /// serve, it would reconcile every suite's objects: its suite MUST be a test binary of its
+    /// own, with one test (cargo runs test binaries one after another).
+    pub fn start_unscoped_host(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+        self.launch(Identity::Admin, Scope::Cluster, extra_env)
     }
 
     /// Starts `orchard run` like [`Harness::start_host`] but with no kubeconfig at all: the
     /// host finds its identity as in a pod (`extra_env` sets `KUBERNETES_SERVICE_HOST/PORT`;
     /// the token and CA are in the service-account directory), and does not install CRDs.
     pub fn start_host_in_cluster(&mut self, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
-        self.launch(Identity::InCluster, extra_env)
+        self.launch(Identity::InCluster, Scope::Namespace, extra_env)
     }
 
-    /// The one launcher of `orchard run` in the suites.
-    fn launch(&mut self, identity: Identity, extra_env: &[(&str, &str)]) -> anyhow::Result<Host> {
+    /// The one launcher of `orchard run` in the suites. Each harness's hosts are one host to
+    /// the others (`--instance` is the namespace, unless `extra_env` says otherwise): a host
+    /// restarted by a scenario takes its earlier life's presence over at once.
+    fn launch(
+        &mut self,
+        identity: Identity,
+        scope: Scope,
+        extra_env: &[(&str, &str)],
+    ) -> anyhow::Result<Host> {
         warm_cache(&self.host.plugins)?;
         self.hosts_started += 1;
         let log = self
@@ -227,7 +261,9 @@ impl Harness {
         for allowed in &self.host.allow_hosts {
             cmd.args(["--allow-host", allowed]);
         }
-        cmd.args(["--namespace", &self.ns]);
+        if scope == Scope::Namespace {
+            cmd.args(["--namespace", &self.ns]);
+        }
         match identity {
             Identity::Admin => {
                 cmd.arg("--install-crds")
@@ -238,7 +274,8 @@ impl Harness {
                     .env("HOME", target_dir().join("orchard-home"));
             }
         }
-        cmd.env("ORCHARD_CACHE_DIR", target_dir().join("orchard-cache"))
+        cmd.env("ORCHARD_INSTANCE", &self.ns)
+            .env("ORCHARD_CACHE_DIR", target_dir().join("orchard-cache"))
             .env("RUST_LOG", "info,orchard=debug")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
