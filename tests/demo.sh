@@ -85,6 +85,7 @@ What runs now (until \`make demo-down\`):
 Look at it:
   set -a; . $STATE/env; set +a             # KUBECONFIG and the URLs of this environment
   kubectl get dnszones,dnsrecords -A              # ID / Available / Message
+  $TARGET/debug/orchard explain dnszone/demo -n $NS   # why: its host, passes, plugin calls
   kubectl edit -n $NS dnsrecord demo-www     # change ttl or records; PowerDNS follows
   kubectl delete -n $NS dnszone demo         # waits for its records (deletion guard)
   tail -f $HOSTLOG

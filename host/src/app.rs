@@ -348,6 +348,7 @@ impl App {
             instance: config.reconcile.instance.clone(),
             scope: config.scope(&plugins),
             lease_duration: config.presence_lease,
+            admin: config.admin_addr.map(announced_admin),
         };
         let presence =
             match crate::ops::presence::Presence::announce(client.clone(), presence, &shutdown)
@@ -741,6 +742,20 @@ pub fn client_with_timeout(
     Ok(builder
         .with_layer(&tower::timeout::TimeoutLayer::new(timeout))
         .build())
+}
+
+/// The admin server's URL as other processes reach it: its address, or — bound to every
+/// interface — the pod's IP (`POD_IP`, the chart sets it) or loopback.
+fn announced_admin(addr: SocketAddr) -> String {
+    let host = if addr.ip().is_unspecified() {
+        std::env::var("POD_IP")
+            .ok()
+            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+    } else {
+        addr.ip()
+    };
+    format!("http://{}", SocketAddr::new(host, addr.port()))
 }
 
 /// The plugin name a file gives (its stem, `_` as `-`).

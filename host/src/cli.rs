@@ -113,9 +113,50 @@ enum Command {
     },
     /// Run the host: reconcile the kinds of the given plugins on the current kubeconfig.
     Run(RunArgs),
+    /// Why an object is where it is: its verdict, conditions, the host serving it, its last
+    /// passes and their plugin calls, its next pass and its Events.
+    Explain(ExplainArgs),
     /// Plugins as OCI artifacts: push, pull, inspect; the Plugin CRD.
     #[command(subcommand)]
     Plugin(PluginCommand),
+}
+
+/// `orchard explain`.
+#[derive(Debug, clap::Args)]
+struct ExplainArgs {
+    /// The object, as `KIND/NAME` (kind, plural, singular, short name or `<plural>.<group>`).
+    target: String,
+    /// Its namespace (default: the kubeconfig context's).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// The admin server of the host serving it, for its passes (default: the one its
+    /// presence Lease announces).
+    #[arg(long, env = "ORCHARD_ADMIN_URL")]
+    admin: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    output: Output,
+}
+
+impl ExplainArgs {
+    async fn run(self) -> anyhow::Result<()> {
+        crate::oci::ensure_crypto_provider();
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;
+        let namespace = self
+            .namespace
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let explanation =
+            crate::explain::explain(&client, &self.target, &namespace, self.admin.as_deref())
+                .await?;
+        match self.output {
+            Output::Json => print(&serde_json::to_value(&explanation)?),
+            Output::Text => write_stdout(
+                crate::explain::render(&explanation, jiff::Timestamp::now()).trim_end(),
+            ),
+        }
+    }
 }
 
 /// Options of every command that talks to a registry.
@@ -380,7 +421,7 @@ struct InvokeArgs {
 /// How `orchard conformance` prints its report.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Output {
-    /// A table, one row per rule, evidence below it.
+    /// For a person (conformance: a table, one row per rule, evidence below it).
     Text,
     /// The report as JSON.
     Json,
@@ -500,6 +541,7 @@ impl Command {
                 write_stdout(serde_yaml::to_string(&crd)?.trim_end())
             }
             Self::Run(args) => args.run().await,
+            Self::Explain(args) => args.run().await,
             Self::Plugin(command) => command.run().await,
         }
     }

@@ -8,6 +8,7 @@
 //! - [`cli`]: the `orchard` command line — flags into typed configuration, nothing more;
 //! - [`app`]: the host as a library type ([`app::App`]): wiring, shutdown, drain;
 //! - [`plugin`]: the `Plugin` CRD and the controller that hot-loads plugins from it;
+//! - [`explain`]: `orchard explain` — why an object is where it is;
 //! - [`shard`]: sharding across replicas (membership Leases, bucket ring and table, labels);
 //! - [`reconcile`]: the generic reconciler (ORC's flow), one controller per kind;
 //! - [`crd`]: the CRD of a plugin's kind, and its installation;
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod conditions;
 pub mod conformance;
 pub mod crd;
+pub mod explain;
 pub mod oci;
 pub mod ops;
 pub mod plugin;

@@ -2,6 +2,7 @@
 //! `wit/actuator.wit`. The Wasm component adapter ([`crate::runtime::ComponentActuator`]) is
 //! one implementation; a natively linked plugin is another (benchmarks and flow tests).
 
+pub mod calls;
 pub mod contract;
 mod native;
 mod slot;
@@ -81,6 +82,18 @@ impl CallError {
             | Self::Trap { plugin, .. }
             | Self::Contract { plugin, .. }
             | Self::Instantiate { plugin, .. } => plugin,
+        }
+    }
+
+    /// What stopped the call, as one word: `deadline`, `memory-cap`, `trap`, `contract`,
+    /// `instantiate`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Deadline { .. } => "deadline",
+            Self::MemoryCap { .. } => "memory-cap",
+            Self::Trap { .. } => "trap",
+            Self::Contract { .. } => "contract",
+            Self::Instantiate { .. } => "instantiate",
         }
     }
 }

@@ -1,6 +1,8 @@
-//! Operations: metrics, health and readiness, the admin HTTP server, leader election, and
-//! the presence of each host (which host serves which kinds where).
+//! Operations: metrics, health and readiness, the admin HTTP server, leader election, the
+//! presence of each host (which host serves which kinds where) and the journal of passes
+//! (what each object's last passes did).
 
+pub mod journal;
 pub mod leader;
 pub mod metrics;
 pub mod presence;

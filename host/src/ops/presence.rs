@@ -5,7 +5,8 @@
 //! - **Announcement** — each host keeps a `coordination.k8s.io/v1` Lease
 //!   `orchard-host-<instance>` in its own namespace, labelled `orchard.dev/presence=host`, its
 //!   [`Scope`] in annotations: the kinds it serves (`<plural>.<group>`), its namespaces (or
-//!   all), whether it serves Plugin objects (and their selector), and its *group*. A presence
+//!   all), whether it serves Plugin objects (and their selector), its *group*, and its admin
+//!   server's URL (what `orchard explain` reads the journal from). A presence
 //!   is live while its Lease is unexpired. Two processes with one `--instance` in one
 //!   namespace are one host to the others: a restarted host takes its earlier life's Lease
 //!   over at once.
@@ -51,6 +52,7 @@ const NAMESPACES: &str = "orchard.dev/namespaces";
 const PLUGIN_OBJECTS: &str = "orchard.dev/plugin-objects";
 const GROUP: &str = "orchard.dev/group";
 const STATE: &str = "orchard.dev/state";
+const ADMIN: &str = "orchard.dev/admin";
 const FIELD_MANAGER: &str = "orchard.dev/presence";
 
 /// Errors of presence.
@@ -169,6 +171,8 @@ pub struct Peer {
     pub acquired: jiff::Timestamp,
     /// Its presence ends at this time unless renewed.
     pub expires: jiff::Timestamp,
+    /// Its admin server (`http://…`), when it has one others can reach.
+    pub admin: Option<String>,
 }
 
 impl Peer {
@@ -209,6 +213,7 @@ impl Peer {
             expires: renewed
                 .checked_add(jiff::SignedDuration::from_secs(seconds))
                 .ok()?,
+            admin: notes.get(ADMIN).cloned(),
         })
     }
 
@@ -288,6 +293,8 @@ pub struct PresenceConfig {
     pub scope: Scope,
     /// A host that stops renewing is not waited for after this.
     pub lease_duration: Duration,
+    /// Its admin server's URL, announced for `orchard explain`.
+    pub admin: Option<String>,
 }
 
 impl PresenceConfig {
@@ -336,6 +343,7 @@ impl Presence {
             state: State::Waiting,
             acquired: writer.acquired.0,
             expires: jiff::Timestamp::MAX,
+            admin: config.admin.clone(),
         };
         let mut lister = Lister::new(client, &config.namespace);
         let mut waiting_for: Option<String> = None;
@@ -438,6 +446,9 @@ impl Writer {
         });
         if let Some(selector) = &scope.plugin_objects {
             annotations[PLUGIN_OBJECTS] = json!(selector);
+        }
+        if let Some(admin) = &self.config.admin {
+            annotations[ADMIN] = json!(admin);
         }
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1",
@@ -572,6 +583,7 @@ mod tests {
             state,
             acquired: at(acquired),
             expires: at(100),
+            admin: None,
         }
     }
 
@@ -719,6 +731,7 @@ mod tests {
                 "annotations": {
                     KINDS: format!("{ZONES},{QUEUES}"), NAMESPACES: "x,y",
                     PLUGIN_OBJECTS: "", GROUP: "host:ops/a", STATE: "serving",
+                    ADMIN: "http://10.0.0.7:9090",
                 },
             },
             "spec": {
@@ -733,6 +746,7 @@ mod tests {
         assert_eq!(peer.scope.namespaces.as_ref().map(BTreeSet::len), Some(2));
         assert_eq!(peer.scope.plugin_objects.as_deref(), Some(""));
         assert_eq!(peer.state, State::Serving);
+        assert_eq!(peer.admin.as_deref(), Some("http://10.0.0.7:9090"));
         assert_eq!(peer.expires.to_string(), "2027-01-15T08:00:25Z");
         assert_eq!(
             peer.to_string(),

@@ -1,5 +1,6 @@
-//! The admin HTTP server: `/healthz` (the process runs), `/readyz` (see [`super::Health`]) and
-//! `/metrics` (Prometheus text format).
+//! The admin HTTP server: `/healthz` (the process runs), `/readyz` (see [`super::Health`]),
+//! `/metrics` (Prometheus text format) and `/objects/<plural>.<group>/<namespace>/<name>`
+//! (the object's [`super::journal`], JSON; what `orchard explain` reads).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use super::Health;
 /// Serves until the process ends. Binding errors are returned; connection errors are logged.
 pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> std::io::Result<()> {
     let listener = TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "admin server listening (/healthz, /readyz, /metrics)");
+    tracing::info!(%addr, "admin server listening (/healthz, /readyz, /metrics, /objects)");
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -39,6 +40,36 @@ pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> std::io::Result<()>
     Ok(())
 }
 
+/// `/objects/<plural>.<group>/<namespace>/<name>`: the object's journal, or 404 saying why
+/// there is none.
+fn journal(path: &str) -> (StatusCode, String, &'static str) {
+    let parts: Vec<&str> = path.trim_start_matches("/objects/").split('/').collect();
+    let [kind, namespace, name] = parts[..] else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "expected /objects/<plural>.<group>/<namespace>/<name>".to_owned(),
+            "text/plain",
+        );
+    };
+    let journal = super::journal::global();
+    let Some(object) = journal.get(kind, namespace, name) else {
+        let why = if journal.is_full() {
+            "not journaled: the journal is full"
+        } else {
+            "no pass of this object since this host started"
+        };
+        return (StatusCode::NOT_FOUND, why.to_owned(), "text/plain");
+    };
+    match serde_json::to_string(&object) {
+        Ok(body) => (StatusCode::OK, body, "application/json"),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+            "text/plain",
+        ),
+    }
+}
+
 fn respond<B>(req: &Request<B>, health: &Health) -> Response<Full<Bytes>> {
     let (status, body, content_type) = match req.uri().path() {
         "/healthz" => (StatusCode::OK, "ok".to_owned(), "text/plain"),
@@ -53,6 +84,7 @@ fn respond<B>(req: &Request<B>, health: &Health) -> Response<Full<Bytes>> {
             super::metrics::global().encode(),
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         ),
+        path if path.starts_with("/objects/") => journal(path),
         _ => (StatusCode::NOT_FOUND, "not found".to_owned(), "text/plain"),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));

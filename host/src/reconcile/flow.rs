@@ -74,10 +74,13 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Nex
     if let Some(trace) = trace {
         trace.mark(ctx.plugin(), &key, true);
     }
-    let outcome = reconcile_object(&obj, &ctx).instrument(span).await;
+    let at = Timestamp::now();
+    let (outcome, calls) =
+        crate::actuator::calls::collect(reconcile_object(&obj, &ctx).instrument(span)).await;
     if let Some(trace) = trace {
         trace.mark(ctx.plugin(), &key, false);
     }
+    journal(&obj, &ctx, at, started.elapsed(), &outcome, &calls);
     let result = match &outcome {
         Err(_) => "error",
         Ok((pass, _)) => match &pass.failure {
@@ -93,6 +96,80 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Nex
         started.elapsed(),
     );
     outcome.map(|(_, next)| next)
+}
+
+/// Records the pass in the host's journal ([`super::journal`]): how it ended, its calls, its
+/// message and what comes next. A released object is gone: forgotten instead.
+fn journal(
+    obj: &DynamicObject,
+    ctx: &Context,
+    at: Timestamp,
+    took: Duration,
+    outcome: &Result<(Pass, Next), Error>,
+    calls: &[crate::actuator::calls::Call],
+) {
+    use crate::ops::journal::{CallLine, Entry, NextPass, PassLine};
+    let kind = crate::crd::crd_name(&ctx.description);
+    let (namespace, name) = (obj.stored_namespace(), obj.name_any());
+    let journal = crate::ops::journal::global();
+    let (result, message, why, next) = match outcome {
+        Ok((pass, _)) if pass.released => {
+            journal.forget(&kind, &namespace, &name);
+            return;
+        }
+        Err(e) => ("api-error", Some(e.to_string()), "retry", None),
+        Ok((pass, next)) => {
+            let next = match next {
+                Next::Wait => None,
+                Next::After(delay) => at
+                    .checked_add(took)
+                    .and_then(|t| t.checked_add(*delay))
+                    .ok(),
+            };
+            let progress = (!pass.progress.is_empty()).then(|| {
+                let messages: Vec<String> = pass.progress.iter().map(Progress::message).collect();
+                messages.join("; ")
+            });
+            match (&pass.failure, progress) {
+                _ if pass.paused => ("paused", None, "change", next),
+                _ if pass.skipped => ("up-to-date", None, "resync", next),
+                (Some(failure), _) => (failure.reason(), Some(failure.to_string()), "retry", next),
+                (None, Some(progress)) => ("progressing", Some(progress), "poll", next),
+                (None, None) => ("success", None, "resync", next),
+            }
+        }
+    };
+    journal.record(
+        &kind,
+        &namespace,
+        &name,
+        Entry {
+            instance: &ctx.settings.instance,
+            plugin: ctx.plugin(),
+            line: PassLine {
+                at,
+                took_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                outcome: result.to_owned(),
+            },
+            calls: calls
+                .iter()
+                .map(|c| CallLine {
+                    function: c.function.to_owned(),
+                    took_ms: c.took_ms,
+                    outcome: c.outcome.to_owned(),
+                })
+                .collect(),
+            message,
+            next: NextPass {
+                why: if next.is_none() && why != "retry" {
+                    "change".to_owned()
+                } else {
+                    why.to_owned()
+                },
+                at: next,
+            },
+        },
+    );
 }
 
 /// One pass: what it found and what comes next. `Err` only when the Kubernetes API failed
@@ -112,7 +189,13 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
         && let Some(action) =
             skip_if_up_to_date(obj, ctx, envelope, plugin_version, inputs, requested)
     {
-        return Ok((Pass::default(), action));
+        return Ok((
+            Pass {
+                skipped: true,
+                ..Pass::default()
+            },
+            action,
+        ));
     }
 
     let pass = match &envelope {

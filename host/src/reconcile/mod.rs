@@ -311,6 +311,11 @@ impl Context {
 
     /// Forgets `obj` (released, or gone): its pass record, backoff and claims.
     pub fn forget(&self, obj: &DynamicObject) {
+        crate::ops::journal::global().forget(
+            &crate::crd::crd_name(&self.description),
+            &obj.stored_namespace(),
+            &obj.name_any(),
+        );
         let uid = obj.stored_uid();
         self.passes().remove(&uid);
         self.pending_details().remove(&uid);

@@ -25,6 +25,8 @@ pub struct Pass {
     pub own_written: OwnWritten,
     /// The object is paused (`orchard.dev/paused`): nothing was done.
     pub paused: bool,
+    /// The object was up to date: the pass ended at phase 3 (no call, no write).
+    pub skipped: bool,
     /// What the plugin reported during the pass (connection details, drift).
     pub reports: Reports,
 }

@@ -235,11 +235,12 @@ impl ComponentActuator {
         if let Err(e) = &result {
             tracing::debug!(plugin = %self.loaded.name, object, function, error = %e, "plugin call failed");
         }
-        crate::ops::metrics::global().wasm_call(
-            &self.loaded.name,
+        let took = started.elapsed();
+        crate::ops::metrics::global().wasm_call(&self.loaded.name, function, result.is_ok(), took);
+        crate::actuator::calls::record(
             function,
-            result.is_ok(),
-            started.elapsed(),
+            took,
+            result.as_ref().map_or_else(CallError::kind, |_| "ok"),
         );
         result
     }

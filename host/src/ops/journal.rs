@@ -1,0 +1,242 @@
+//! The journal: for each object, what its last passes did — when, how long, how they ended,
+//! the plugin calls of the last one — and when the next is due and why. The admin server
+//! serves it (`/objects/<plural>.<group>/<namespace>/<name>`) and `orchard explain` prints it.
+//!
+//! Contract: bounded. At most [`MAX_OBJECTS`] objects are journaled (the host-wide
+//! [`global`] journal; an object past the bound is not, and says so), each with its last
+//! [`PASSES`] passes, the calls of the last pass (as few as the reconciler keeps) and a
+//! message of at most [`MESSAGE_BYTES`]. An object gone from the cluster is forgotten.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Objects journaled at most.
+pub const MAX_OBJECTS: usize = 200_000;
+/// Passes kept per object.
+pub const PASSES: usize = 3;
+/// The longest message kept.
+pub const MESSAGE_BYTES: usize = 512;
+
+/// How one pass ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassLine {
+    /// When it began.
+    pub at: Timestamp,
+    /// How long it took, in milliseconds.
+    pub took_ms: u64,
+    /// `success`, `up-to-date` (skipped), `progressing`, `paused`, a failure's reason
+    /// (`TransientError`, …) or `api-error`.
+    pub outcome: String,
+}
+
+/// One call of the last pass, as served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallLine {
+    /// The contract's function.
+    pub function: String,
+    /// How long it took, in milliseconds.
+    pub took_ms: u64,
+    /// `ok`, or why the plugin gave no answer.
+    pub outcome: String,
+}
+
+/// When the next pass comes, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextPass {
+    /// When it is due; `None`: at the next change of the object, a dependency or its Secret.
+    pub at: Option<Timestamp>,
+    /// `retry` (backoff after a failure), `poll` (waiting on the external system), `resync`,
+    /// or `change`.
+    pub why: String,
+}
+
+/// What the journal knows of one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectJournal {
+    /// The host that passed it (its `--instance`).
+    pub instance: String,
+    /// The plugin serving the kind.
+    pub plugin: String,
+    /// Passes since this host started.
+    pub passes_total: u64,
+    /// The last passes, newest last.
+    pub passes: VecDeque<PassLine>,
+    /// The plugin calls of the last pass, in order.
+    pub calls: Vec<CallLine>,
+    /// The last pass's message (a failure, what it waits for), if any.
+    pub message: Option<String>,
+    /// The next pass.
+    pub next: Option<NextPass>,
+}
+
+/// One pass, as the reconciler records it.
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    /// Who ran it.
+    pub instance: &'a str,
+    /// For which plugin.
+    pub plugin: &'a str,
+    /// How it ended.
+    pub line: PassLine,
+    /// Its calls.
+    pub calls: Vec<CallLine>,
+    /// Its message.
+    pub message: Option<String>,
+    /// What comes next.
+    pub next: NextPass,
+}
+
+/// The journal of every object a host passed.
+#[derive(Debug, Default)]
+pub struct Journal {
+    objects: Mutex<HashMap<Key, ObjectJournal>>,
+}
+
+type Key = (String, String, String);
+
+fn key(kind: &str, namespace: &str, name: &str) -> Key {
+    (kind.to_owned(), namespace.to_owned(), name.to_owned())
+}
+
+/// The host's journal.
+pub fn global() -> &'static Journal {
+    static JOURNAL: OnceLock<Journal> = OnceLock::new();
+    JOURNAL.get_or_init(Journal::default)
+}
+
+impl Journal {
+    fn objects(&self) -> std::sync::MutexGuard<'_, HashMap<Key, ObjectJournal>> {
+        // Poisoned only by a panic inside one of these short updates: the map is whole.
+        self.objects.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a pass of object `namespace/name` of `kind` (`<plural>.<group>`).
+    pub fn record(&self, kind: &str, namespace: &str, name: &str, entry: Entry<'_>) {
+        let mut objects = self.objects();
+        let k = key(kind, namespace, name);
+        if !objects.contains_key(&k) && objects.len() >= MAX_OBJECTS {
+            return;
+        }
+        let journal = objects.entry(k).or_insert_with(|| ObjectJournal {
+            instance: String::new(),
+            plugin: String::new(),
+            passes_total: 0,
+            passes: VecDeque::with_capacity(PASSES),
+            calls: Vec::new(),
+            message: None,
+            next: None,
+        });
+        entry.instance.clone_into(&mut journal.instance);
+        entry.plugin.clone_into(&mut journal.plugin);
+        journal.passes_total += 1;
+        if journal.passes.len() == PASSES {
+            journal.passes.pop_front();
+        }
+        journal.passes.push_back(entry.line);
+        // A skipped pass calls nothing: the calls of the last real pass stay.
+        if !entry.calls.is_empty() || journal.passes_total == 1 {
+            journal.calls = entry.calls;
+        }
+        journal.message = entry.message.map(|m| bounded(&m));
+        journal.next = Some(entry.next);
+    }
+
+    /// Forgets an object that is gone.
+    pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
+        self.objects().remove(&key(kind, namespace, name));
+    }
+
+    /// What is known of one object.
+    pub fn get(&self, kind: &str, namespace: &str, name: &str) -> Option<ObjectJournal> {
+        self.objects().get(&key(kind, namespace, name)).cloned()
+    }
+
+    /// Whether the journal is full (a new object is not journaled).
+    pub fn is_full(&self) -> bool {
+        self.objects().len() >= MAX_OBJECTS
+    }
+}
+
+/// `text` cut to [`MESSAGE_BYTES`] at a character boundary.
+fn bounded(text: &str) -> String {
+    if text.len() <= MESSAGE_BYTES {
+        return text.to_owned();
+    }
+    let mut end = MESSAGE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(outcome: &str, calls: &[CallLine], message: Option<&str>) -> Entry<'static> {
+        Entry {
+            instance: "host-a",
+            plugin: "pdns-zone",
+            line: PassLine {
+                at: Timestamp::UNIX_EPOCH,
+                took_ms: 5,
+                outcome: outcome.to_owned(),
+            },
+            calls: calls.to_vec(),
+            message: message.map(str::to_owned),
+            next: NextPass {
+                at: None,
+                why: "change".to_owned(),
+            },
+        }
+    }
+
+    fn create() -> CallLine {
+        CallLine {
+            function: "create".to_owned(),
+            took_ms: 4,
+            outcome: "ok".to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_journal_keeps_the_last_passes_and_the_calls_of_the_last_pass_that_called() {
+        let journal = Journal::default();
+        let calls = [create()];
+        journal.record(
+            "z.g",
+            "ns",
+            "a",
+            entry("progressing", &calls, Some("waiting")),
+        );
+        for _ in 0..PASSES {
+            journal.record("z.g", "ns", "a", entry("up-to-date", &[], None));
+        }
+        let a = journal.get("z.g", "ns", "a").unwrap();
+        assert_eq!(a.passes_total, 1 + PASSES as u64);
+        assert_eq!(a.passes.len(), PASSES);
+        assert!(a.passes.iter().all(|p| p.outcome == "up-to-date"));
+        assert_eq!(a.calls, [create()], "a skipped pass keeps them");
+        assert_eq!(a.message, None);
+        assert_eq!(journal.get("z.g", "other", "a"), None);
+        journal.forget("z.g", "ns", "a");
+        assert_eq!(journal.get("z.g", "ns", "a"), None);
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_boundary() {
+        let journal = Journal::default();
+        let long = "é".repeat(MESSAGE_BYTES);
+        journal.record("z.g", "ns", "a", entry("TransientError", &[], Some(&long)));
+        let message = journal.get("z.g", "ns", "a").unwrap().message.unwrap();
+        assert!(message.len() <= MESSAGE_BYTES + '…'.len_utf8());
+        assert!(message.ends_with('…'));
+    }
+}
