@@ -281,7 +281,8 @@ impl App {
             let loaded = load(&runtime, plugin, &config.sandbox).await;
             match loaded {
                 Ok(loaded) => {
-                    metrics::global().plugin_loaded(&loaded.1.name);
+                    metrics::global()
+                        .plugin_loaded(&loaded.1.name, &crate::runtime::egress::FAILURE_LABELS);
                     plugins.push(loaded);
                 }
                 Err(e) => {

@@ -589,6 +589,11 @@ pub fn render(e: &Explanation, now: Timestamp) -> String {
             "\nLast passes (by {}, plugin {}; {} since it started, newest last):",
             j.instance, j.plugin, j.passes_total
         );
+        let since = j
+            .unsettled_since
+            .map(|t| format!(" since {}", ago(t)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "  state: {}{since}", j.state);
         for p in &j.passes {
             let _ = writeln!(
                 out,
@@ -778,6 +783,9 @@ mod tests {
         e.journal = Some(ObjectJournal {
             instance: "host-a".into(),
             plugin: "pdns-zone".into(),
+            kind: "DnsZone".into(),
+            state: "up_to_date".into(),
+            unsettled_since: None,
             passes_total: 2,
             passes: [PassLine {
                 at: Timestamp::from_second(90).unwrap(),

@@ -2,12 +2,17 @@
 //! the plugin calls of the last one — and when the next is due and why. The admin server
 //! serves it (`/objects/<plural>.<group>/<namespace>/<name>`) and `orchard explain` prints it.
 //!
+//! It also keeps `orchard_objects{plugin,kind,state}` ([`super::metrics`]): each object is
+//! counted in the state its last pass left it in ([`state_of`]), and
+//! [`Journal::refresh_metrics`] (at each scrape) sets how long the longest-unsettled object of
+//! each kind has been progressing or retrying.
+//!
 //! Contract: bounded. At most [`MAX_OBJECTS`] objects are journaled (the host-wide
 //! [`global`] journal; an object past the bound is not, and says so), each with its last
 //! [`PASSES`] passes, the calls of the last pass (as few as the reconciler keeps) and a
 //! message of at most [`MESSAGE_BYTES`]. An object gone from the cluster is forgotten.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use jiff::Timestamp;
@@ -64,6 +69,12 @@ pub struct ObjectJournal {
     pub instance: String,
     /// The plugin serving the kind.
     pub plugin: String,
+    /// The kind (`DnsZone`).
+    pub kind: String,
+    /// The state its last pass left it in ([`state_of`]).
+    pub state: String,
+    /// Since when it has been progressing or retrying, if it is.
+    pub unsettled_since: Option<Timestamp>,
     /// Passes since this host started.
     pub passes_total: u64,
     /// The last passes, newest last.
@@ -83,6 +94,8 @@ pub struct Entry<'a> {
     pub instance: &'a str,
     /// For which plugin.
     pub plugin: &'a str,
+    /// Of which kind (`DnsZone`).
+    pub kind: &'a str,
     /// How it ended.
     pub line: PassLine,
     /// Its calls.
@@ -97,6 +110,24 @@ pub struct Entry<'a> {
 #[derive(Debug, Default)]
 pub struct Journal {
     objects: Mutex<HashMap<Key, ObjectJournal>>,
+    /// Every (plugin, kind) whose unsettled age was published: reset to 0 when none is left.
+    published: Mutex<HashSet<(String, String)>>,
+}
+
+/// The state a pass's outcome leaves an object in, as `orchard_objects` counts it.
+pub fn state_of(outcome: &str) -> &'static str {
+    match outcome {
+        "success" | "up-to-date" => "up_to_date",
+        "progressing" => "progressing",
+        "InvalidConfiguration" | "UnrecoverableError" => "failed",
+        "paused" => "paused",
+        // TransientError, api-error.
+        _ => "retrying",
+    }
+}
+
+fn is_unsettled(state: &str) -> bool {
+    matches!(state, "progressing" | "retrying")
 }
 
 type Key = (String, String, String);
@@ -127,14 +158,29 @@ impl Journal {
         let journal = objects.entry(k).or_insert_with(|| ObjectJournal {
             instance: String::new(),
             plugin: String::new(),
+            kind: String::new(),
+            state: String::new(),
+            unsettled_since: None,
             passes_total: 0,
             passes: VecDeque::with_capacity(PASSES),
             calls: Vec::new(),
             message: None,
             next: None,
         });
+        let state = state_of(&entry.line.outcome);
+        if journal.state != state {
+            let before = (!journal.state.is_empty()).then(|| state_of_counted(&journal.state));
+            super::metrics::global().object_state(entry.plugin, entry.kind, before, Some(state));
+            state.clone_into(&mut journal.state);
+        }
+        journal.unsettled_since = if is_unsettled(state) {
+            journal.unsettled_since.or(Some(entry.line.at))
+        } else {
+            None
+        };
         entry.instance.clone_into(&mut journal.instance);
         entry.plugin.clone_into(&mut journal.plugin);
+        entry.kind.clone_into(&mut journal.kind);
         journal.passes_total += 1;
         if journal.passes.len() == PASSES {
             journal.passes.pop_front();
@@ -150,7 +196,40 @@ impl Journal {
 
     /// Forgets an object that is gone.
     pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
-        self.objects().remove(&key(kind, namespace, name));
+        if let Some(gone) = self.objects().remove(&key(kind, namespace, name)) {
+            super::metrics::global().object_state(
+                &gone.plugin,
+                &gone.kind,
+                Some(state_of_counted(&gone.state)),
+                None,
+            );
+        }
+    }
+
+    /// Sets `orchard_objects_unsettled_oldest_seconds` of every kind from the journal (called
+    /// at each scrape: one walk over the journaled objects).
+    pub fn refresh_metrics(&self, now: Timestamp) {
+        let mut oldest: BTreeMap<(String, String), i64> = BTreeMap::new();
+        for journal in self.objects().values() {
+            let age = journal
+                .unsettled_since
+                .map_or(0, |since| now.duration_since(since).as_secs().max(0));
+            let slot = oldest
+                .entry((journal.plugin.clone(), journal.kind.clone()))
+                .or_default();
+            *slot = (*slot).max(age);
+        }
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for pair in published.iter() {
+            oldest.entry(pair.clone()).or_default();
+        }
+        for ((plugin, kind), age) in oldest {
+            super::metrics::global().set_unsettled_oldest(&plugin, &kind, age);
+            published.insert((plugin, kind));
+        }
     }
 
     /// What is known of one object.
@@ -161,6 +240,17 @@ impl Journal {
     /// Whether the journal is full (a new object is not journaled).
     pub fn is_full(&self) -> bool {
         self.objects().len() >= MAX_OBJECTS
+    }
+}
+
+/// The state names as `'static` labels (the journal stores them as text).
+fn state_of_counted(state: &str) -> &'static str {
+    match state {
+        "up_to_date" => "up_to_date",
+        "progressing" => "progressing",
+        "failed" => "failed",
+        "paused" => "paused",
+        _ => "retrying",
     }
 }
 
@@ -184,6 +274,7 @@ mod tests {
         Entry {
             instance: "host-a",
             plugin: "pdns-zone",
+            kind: "Zone",
             line: PassLine {
                 at: Timestamp::UNIX_EPOCH,
                 took_ms: 5,
@@ -228,6 +319,37 @@ mod tests {
         assert_eq!(journal.get("z.g", "other", "a"), None);
         journal.forget("z.g", "ns", "a");
         assert_eq!(journal.get("z.g", "ns", "a"), None);
+    }
+
+    #[test]
+    fn an_object_is_unsettled_from_its_first_failing_or_progressing_pass_until_it_settles() {
+        let journal = Journal::default();
+        let at = |seconds, outcome: &str| Entry {
+            line: PassLine {
+                at: Timestamp::from_second(seconds).unwrap(),
+                took_ms: 1,
+                outcome: outcome.to_owned(),
+            },
+            ..entry(outcome, &[], None)
+        };
+        journal.record("z.g", "ns", "a", at(10, "progressing"));
+        journal.record("z.g", "ns", "a", at(20, "TransientError"));
+        let a = journal.get("z.g", "ns", "a").unwrap();
+        assert_eq!(a.state, "retrying");
+        assert_eq!(a.unsettled_since, Some(Timestamp::from_second(10).unwrap()));
+        journal.record("z.g", "ns", "a", at(30, "success"));
+        let a = journal.get("z.g", "ns", "a").unwrap();
+        assert_eq!((a.state.as_str(), a.unsettled_since), ("up_to_date", None));
+        for (outcome, state) in [
+            ("up-to-date", "up_to_date"),
+            ("api-error", "retrying"),
+            ("InvalidConfiguration", "failed"),
+            ("UnrecoverableError", "failed"),
+            ("paused", "paused"),
+        ] {
+            assert_eq!(state_of(outcome), state);
+            assert_eq!(state_of_counted(state), state);
+        }
     }
 
     #[test]

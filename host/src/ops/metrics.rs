@@ -15,7 +15,13 @@
 //! - `orchard_plugin_http_failures_total{plugin,error}`: the plugin's outbound requests that got
 //!   no answer, by why (`denied` by the allow-list, `tls_certificate`, `connection_refused`,
 //!   `response_timeout`…: [`crate::runtime::egress`]);
-//! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads).
+//! - `orchard_plugin_load_failures_total{plugin}`; `orchard_leader` (1 when this host leads);
+//!   `orchard_ready` (1 when `/readyz` says ready, as of the scrape);
+//! - `orchard_objects{plugin,kind,state}`: the objects by the state their last pass left them
+//!   in — `up_to_date`, `progressing`, `retrying` (a transient failure, backoff), `failed`
+//!   (terminal: fix the spec), `paused` ([`super::journal`] keeps it);
+//! - `orchard_objects_unsettled_oldest_seconds{plugin,kind}`: how long the object that has been
+//!   progressing or retrying longest has been so (0: none), computed when scraped.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -65,6 +71,13 @@ struct HttpFailureLabels {
     error: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjectLabels {
+    plugin: String,
+    kind: String,
+    state: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds_buckets() -> Histogram {
@@ -86,6 +99,9 @@ pub struct Metrics {
     http_connections: Family<PluginLabels, Counter>,
     http_failures: Family<HttpFailureLabels, Counter>,
     leader: Gauge,
+    ready: Gauge,
+    objects: Family<ObjectLabels, Gauge>,
+    unsettled_oldest: Family<KindLabels, Gauge>,
 }
 
 /// The process's metrics.
@@ -160,6 +176,24 @@ impl Metrics {
             "1 when this host holds the leader lease",
             leader.clone(),
         );
+        let ready = Gauge::default();
+        registry.register(
+            "ready",
+            "1 when the host is ready (/readyz), as of the scrape",
+            ready.clone(),
+        );
+        let objects = Family::<ObjectLabels, Gauge>::default();
+        registry.register(
+            "objects",
+            "Objects by the state their last pass left them in",
+            objects.clone(),
+        );
+        let unsettled_oldest = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "objects_unsettled_oldest_seconds",
+            "How long the longest progressing or retrying object has been so",
+            unsettled_oldest.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -173,7 +207,44 @@ impl Metrics {
             http_connections,
             http_failures,
             leader,
+            ready,
+            objects,
+            unsettled_oldest,
         }
+    }
+
+    /// An object of `plugin`'s `kind` went from state `from` to state `to` (`None`: not
+    /// counted, i.e. new or gone).
+    pub fn object_state(
+        &self,
+        plugin: &str,
+        kind: &str,
+        from: Option<&'static str>,
+        to: Option<&'static str>,
+    ) {
+        let gauge = |state| {
+            self.objects.get_or_create(&ObjectLabels {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+                state,
+            })
+        };
+        if let Some(state) = from {
+            gauge(state).dec();
+        }
+        if let Some(state) = to {
+            gauge(state).inc();
+        }
+    }
+
+    /// The longest an object of `plugin`'s `kind` has been progressing or retrying.
+    pub fn set_unsettled_oldest(&self, plugin: &str, kind: &str, seconds: i64) {
+        self.unsettled_oldest
+            .get_or_create(&KindLabels {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+            })
+            .set(seconds);
     }
 
     /// One reconcile finished with `result` (`success`, `progressing`, a condition reason, or `error`).
@@ -203,13 +274,14 @@ impl Metrics {
         }
     }
 
-    /// One plugin call finished.
-    pub fn wasm_call(&self, plugin: &str, function: &str, ok: bool, elapsed: Duration) {
+    /// One plugin call finished: `ok`, or why it gave no answer (`deadline`, `memory-cap`,
+    /// `trap`, `contract`, `instantiate`).
+    pub fn wasm_call(&self, plugin: &str, function: &str, outcome: &str, elapsed: Duration) {
         self.wasm_calls
             .get_or_create(&CallLabels {
                 plugin: plugin.to_owned(),
                 function: function.to_owned(),
-                outcome: if ok { "ok" } else { "error" }.to_owned(),
+                outcome: outcome.to_owned(),
             })
             .observe(elapsed.as_secs_f64());
     }
@@ -232,10 +304,43 @@ impl Metrics {
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
-    /// A plugin loaded: its failure counter starts at zero (so the series exists to alert on).
-    pub fn plugin_loaded(&self, plugin: &str) {
-        let _ = self.load_failures.get_or_create(&PluginLabels {
+    /// A plugin loaded: its counters of failures start at zero — its load failures, dropped
+    /// Events and outbound HTTP failures by each of `http_failures` — so that the series exist
+    /// to alert on and a rate sees the first one.
+    pub fn plugin_loaded(&self, plugin: &str, http_failures: &[&'static str]) {
+        let labels = PluginLabels {
             plugin: plugin.to_owned(),
+        };
+        let _ = self.load_failures.get_or_create(&labels);
+        let _ = self.events_dropped.get_or_create(&labels);
+        for &error in http_failures {
+            let _ = self.http_failures.get_or_create(&HttpFailureLabels {
+                plugin: plugin.to_owned(),
+                error,
+            });
+        }
+    }
+
+    /// `plugin` serves `kind`: its failing passes by each reason in `reasons`, its objects by
+    /// each state and the age of its longest-unsettled object start at zero.
+    pub fn kind_served(&self, plugin: &str, kind: &str, reasons: &[&str]) {
+        for reason in reasons {
+            let _ = self.errors.get_or_create(&ErrorLabels {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+                reason: (*reason).to_owned(),
+            });
+        }
+        for state in ["up_to_date", "progressing", "retrying", "failed", "paused"] {
+            let _ = self.objects.get_or_create(&ObjectLabels {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+                state,
+            });
+        }
+        let _ = self.unsettled_oldest.get_or_create(&KindLabels {
+            plugin: plugin.to_owned(),
+            kind: kind.to_owned(),
         });
     }
 
@@ -274,6 +379,11 @@ impl Metrics {
                 error,
             })
             .inc();
+    }
+
+    /// Whether the host is ready, as `/readyz` says.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
     }
 
     /// This host became (or stopped being) the leader.

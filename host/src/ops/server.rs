@@ -81,7 +81,11 @@ fn respond<B>(req: &Request<B>, health: &Health) -> Response<Full<Bytes>> {
         ),
         "/metrics" => (
             StatusCode::OK,
-            super::metrics::global().encode(),
+            {
+                super::journal::global().refresh_metrics(jiff::Timestamp::now());
+                super::metrics::global().set_ready(health.is_ready());
+                super::metrics::global().encode()
+            },
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         ),
         path if path.starts_with("/objects/") => journal(path),

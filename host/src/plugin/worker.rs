@@ -253,7 +253,7 @@ impl Worker {
                 ));
             }
         }
-        metrics::global().plugin_loaded(&self.name);
+        metrics::global().plugin_loaded(&self.name, &crate::runtime::egress::FAILURE_LABELS);
 
         // Phase 9: report.
         self.report_ready(plugin).await

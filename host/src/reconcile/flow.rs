@@ -146,6 +146,7 @@ fn journal(
         Entry {
             instance: &ctx.settings.instance,
             plugin: ctx.plugin(),
+            kind: &ctx.description.kind,
             line: PassLine {
                 at,
                 took_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),

@@ -403,6 +403,16 @@ pub async fn run(
 ) -> Result<(), Error> {
     // The controller's own token: its guards stop with it, not with the whole host.
     let stop = shutdown.child_token();
+    crate::ops::metrics::global().kind_served(
+        &description.name,
+        &description.kind,
+        &[
+            "TransientError",
+            "InvalidConfiguration",
+            "UnrecoverableError",
+            "error",
+        ],
+    );
     let resource = crate::crd::api_resource(&description);
     let names = Names::new(&description.name);
     let kinds = discover_kinds(&client, &description).await?;

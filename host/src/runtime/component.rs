@@ -236,12 +236,9 @@ impl ComponentActuator {
             tracing::debug!(plugin = %self.loaded.name, object, function, error = %e, "plugin call failed");
         }
         let took = started.elapsed();
-        crate::ops::metrics::global().wasm_call(&self.loaded.name, function, result.is_ok(), took);
-        crate::actuator::calls::record(
-            function,
-            took,
-            result.as_ref().map_or_else(CallError::kind, |_| "ok"),
-        );
+        let outcome = result.as_ref().map_or_else(CallError::kind, |_| "ok");
+        crate::ops::metrics::global().wasm_call(&self.loaded.name, function, outcome, took);
+        crate::actuator::calls::record(function, took, outcome);
         result
     }
 

@@ -449,6 +449,22 @@ fn client_error(e: &hyper_util::client::legacy::Error) -> HttpError {
     }
 }
 
+/// Every `error` label [`failure_label`] gives: each series starts at zero when a plugin loads,
+/// so that a rate or an alert sees the first failure.
+pub const FAILURE_LABELS: [&str; 11] = [
+    "denied",
+    "tls_certificate",
+    "tls_alert",
+    "tls_protocol",
+    "connection_refused",
+    "connect_timeout",
+    "connect",
+    "response_timeout",
+    "response_incomplete",
+    "response_too_large",
+    "other",
+];
+
 /// The `error` label of `orchard_plugin_http_failures_total` for a request that failed with `e`.
 fn failure_label(e: &HttpError) -> &'static str {
     match e {
@@ -589,6 +605,26 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+
+    #[test]
+    fn every_failure_label_is_one_whose_series_starts_at_zero() {
+        let failures = [
+            HttpError::HttpRequestDenied,
+            HttpError::TlsCertificateError,
+            HttpError::TlsProtocolError,
+            HttpError::ConnectionRefused,
+            HttpError::ConnectionTimeout,
+            HttpError::Connect(std::io::Error::other("x")),
+            HttpError::ConnectionReadTimeout,
+            HttpError::HttpResponseTimeout,
+            HttpError::HttpResponseIncomplete,
+            HttpError::HttpResponseBodySize(Some(1)),
+            HttpError::HttpProtocolError,
+        ];
+        for e in &failures {
+            assert!(FAILURE_LABELS.contains(&failure_label(e)), "{e:?}");
+        }
+    }
 
     /// How a test server answers a request.
     #[derive(Clone, Copy)]

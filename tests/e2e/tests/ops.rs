@@ -1,6 +1,7 @@
 //! Operations of the host against the real apiserver and PowerDNS: probes and metrics are
-//! served and scrape-able; with leader election only the leader reconciles, and a leader
-//! killed mid-batch is replaced without duplicating external resources.
+//! served and scrape-able; the chart's dashboard and alerts name only metrics a host exports;
+//! with leader election only the leader reconciles, and a leader killed mid-batch is replaced
+//! without duplicating external resources.
 
 use std::time::Duration;
 
@@ -29,6 +30,125 @@ fn sample(metrics: &str, series: &str, labels: &[&str]) -> Option<f64> {
         .find(|l| labels.iter().all(|p| l.contains(p)))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+/// Every `orchard_…` metric name in `text`, without the sample suffix (`_total`, `_bucket`,
+/// `_count`, `_sum`): the family name a `# TYPE` line gives.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("orchard_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        let family = ["_total", "_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .unwrap_or(name);
+        names.insert(family.to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_charts_dashboard_and_alerts_name_only_metrics_a_reconciling_host_exports()
+-> anyhow::Result<()> {
+    // What the chart ships, rendered by the real helm.
+    let (mut s, _pdns) = pdns::harness("dashboards").await?;
+    let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/orchard");
+    let rendered = orchard_e2e::run(
+        std::process::Command::new(orchard_e2e::tool("helm"))
+            .args([
+                "template",
+                "orchard",
+                "-n",
+                "orchard-system",
+                "--kube-version",
+            ])
+            .arg(&s.env.k8s_version)
+            .args([
+                "--set",
+                "metrics.prometheusRule.enabled=true,metrics.grafanaDashboard.enabled=true",
+                "--show-only",
+                "templates/prometheusrule.yaml",
+                "--show-only",
+                "templates/dashboard.yaml",
+            ])
+            .arg(&chart),
+    )?;
+    let mut exprs = Vec::new();
+    for doc in rendered.split("\n---").filter(|d| d.contains("kind:")) {
+        let doc: serde_json::Value = serde_yaml::from_str(doc)?;
+        match doc["kind"].as_str() {
+            Some("PrometheusRule") => {
+                for group in doc["spec"]["groups"].as_array().context("groups")? {
+                    for rule in group["rules"].as_array().context("rules")? {
+                        exprs.push(rule["expr"].as_str().context("expr")?.to_owned());
+                    }
+                }
+            }
+            Some("ConfigMap") => {
+                let dashboard: serde_json::Value = serde_json::from_str(
+                    doc["data"]["orchard.json"]
+                        .as_str()
+                        .context("orchard.json")?,
+                )?;
+                for panel in dashboard["panels"].as_array().context("panels")? {
+                    for target in panel["targets"].as_array().context("targets")? {
+                        exprs.push(target["expr"].as_str().context("expr")?.to_owned());
+                    }
+                }
+            }
+            other => anyhow::bail!("unexpected {other:?}"),
+        }
+    }
+    assert!(exprs.len() >= 20, "rules and panels: {exprs:?}");
+    let named = metric_names(&exprs.join("\n"));
+
+    // What a host that reconciled a zone exports.
+    let admin = format!("127.0.0.1:{}", free_port()?);
+    let _host = s.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
+    let zone = pdns::zone_name(&s, "dashboards");
+    s.apply(&zone_yaml("d", &zone)).await?;
+    s.wait_ready(ZONE, "d").await?;
+    let url = format!("http://{admin}/metrics");
+    let metrics = poll_until(CONVERGE, "the zone to be counted up to date", || async {
+        let (_, metrics) = get(&url).await?;
+        let counted = sample(
+            &metrics,
+            "orchard_objects",
+            &["kind=\"DnsZone\"", "state=\"up_to_date\""],
+        );
+        Ok(counted.filter(|n| *n >= 1.0).map(|_| metrics))
+    })
+    .await?;
+    let exported: std::collections::BTreeSet<String> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<&String> = named.difference(&exported).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard or alerts name metrics the host does not export: {missing:?} (exported: {exported:?})"
+    );
+    assert_eq!(sample(&metrics, "orchard_ready", &[]), Some(1.0));
+    assert_eq!(
+        sample(
+            &metrics,
+            "orchard_objects_unsettled_oldest_seconds",
+            &["kind=\"DnsZone\""]
+        ),
+        Some(0.0),
+        "nothing unsettled"
+    );
+    s.delete(ZONE, "d").await?;
+    s.wait_gone(ZONE, "d").await?;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
