@@ -28,7 +28,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ops::journal::ObjectJournal;
-use crate::ops::presence::{self, Peer, State};
+use crate::ops::presence::{self, Peer};
 
 /// Why an object could not be explained at all.
 #[derive(Debug, thiserror::Error)]
@@ -391,11 +391,7 @@ async fn hosts(client: &Client, crd: &str, namespace: &str) -> Result<Vec<HostLi
         })
         .map(|p| HostLine {
             lease: format!("{}/{}", p.namespace, p.name),
-            state: match p.state {
-                State::Serving => "serving",
-                State::Waiting => "waiting",
-            }
-            .to_owned(),
+            state: p.state.as_str().to_owned(),
             since: p.acquired,
             admin: p.admin.clone(),
             instance: p.instance,

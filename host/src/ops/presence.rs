@@ -146,7 +146,8 @@ pub enum State {
 }
 
 impl State {
-    fn as_str(self) -> &'static str {
+    /// `waiting` or `serving`, as the Lease's annotation says.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Waiting => "waiting",
             Self::Serving => "serving",

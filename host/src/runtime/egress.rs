@@ -449,7 +449,7 @@ fn client_error(e: &hyper_util::client::legacy::Error) -> HttpError {
     }
 }
 
-/// Every `error` label [`failure_label`] gives: each series starts at zero when a plugin loads,
+/// Every `error` label a failed request is counted under: each series starts at zero when a plugin loads,
 /// so that a rate or an alert sees the first failure.
 pub const FAILURE_LABELS: [&str; 11] = [
     "denied",
