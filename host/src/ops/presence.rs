@@ -23,7 +23,8 @@
 //! 2. **look** — the live presences of every namespace (of its own only, when the host may
 //!    not list Leases cluster-wide);
 //! 3. **decide** — serve, or wait: say once which host it waits for (and again when that
-//!    changes), renew, and look again each tick;
+//!    changes), renew, and look again each tick (a failed look or renewal is said and
+//!    retried: only the first write and the last may fail the start);
 //! 4. **serve** — state `serving`, renewed every third of the lease duration until
 //!    [`Presence::release`] deletes it.
 //!
@@ -351,10 +352,18 @@ impl Presence {
         let mut written = tokio::time::Instant::now();
         loop {
             // Phases 2 and 3: look, decide.
-            let peers = lister.peers().await?;
-            match decide(&me, &peers, jiff::Timestamp::now()) {
-                Decision::Serve => break,
-                Decision::Wait { host, overlap } => {
+            // An apiserver that does not answer decides nothing: look again at the next tick.
+            let decision = match lister.peers().await {
+                Ok(peers) => Some(decide(&me, &peers, jiff::Timestamp::now())),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not look for other hosts; looking again");
+                    None
+                }
+            };
+            match decision {
+                None => {}
+                Some(Decision::Serve) => break,
+                Some(Decision::Wait { host, overlap }) => {
                     let said = format!("{}/{}", host.namespace, host.name);
                     if waiting_for.as_deref() != Some(said.as_str()) {
                         tracing::warn!(
@@ -375,7 +384,9 @@ impl Presence {
                 () = tokio::time::sleep(config.tick()) => {}
             }
             if written.elapsed() >= config.lease_duration / 3 {
-                writer.write(State::Waiting).await?;
+                if let Err(e) = writer.write(State::Waiting).await {
+                    tracing::warn!(error = %e, "presence lease renewal failed; retrying");
+                }
                 written = tokio::time::Instant::now();
             }
         }
