@@ -557,6 +557,7 @@ impl ReconcileConfig {
             caches: Arc::new(Caches::default()),
             shard_selector: None,
             pass_trace: None,
+            journal: crate::ops::journal::global(),
         }
     }
 

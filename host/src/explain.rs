@@ -397,7 +397,8 @@ async fn hosts(client: &Client, crd: &str, namespace: &str) -> Result<Vec<HostLi
             instance: p.instance,
         })
         .collect();
-    hosts.sort_by(|a, b| (b.state == "serving", a.since).cmp(&(a.state == "serving", b.since)));
+    // The serving host first, then the oldest waiting.
+    hosts.sort_by_key(|h| (h.state != "serving", h.since));
     Ok(hosts)
 }
 
@@ -615,7 +616,7 @@ pub fn render(e: &Explanation, now: Timestamp) -> String {
         }
         let next = match &j.next {
             None => "unknown".to_owned(),
-            Some(n) => match (n.at, n.why.as_str()) {
+            Some(n) => match (n.at, &*n.why) {
                 (None, "retry") => "a retry, with backoff".to_owned(),
                 (None, _) => {
                     "at the next change of the object, a dependency or its Secret".to_owned()

@@ -12,8 +12,9 @@
 //! [`PASSES`] passes, the calls of the last pass (as few as the reconciler keeps) and a
 //! message of at most [`MESSAGE_BYTES`]. An object gone from the cluster is forgotten.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -35,7 +36,7 @@ pub struct PassLine {
     pub took_ms: u64,
     /// `success`, `up-to-date` (skipped), `progressing`, `paused`, a failure's reason
     /// (`TransientError`, …) or `api-error`.
-    pub outcome: String,
+    pub outcome: Cow<'static, str>,
 }
 
 /// One call of the last pass, as served.
@@ -43,11 +44,11 @@ pub struct PassLine {
 #[serde(rename_all = "camelCase")]
 pub struct CallLine {
     /// The contract's function.
-    pub function: String,
+    pub function: Cow<'static, str>,
     /// How long it took, in milliseconds.
     pub took_ms: u64,
     /// `ok`, or why the plugin gave no answer.
-    pub outcome: String,
+    pub outcome: Cow<'static, str>,
 }
 
 /// When the next pass comes, and why.
@@ -58,7 +59,7 @@ pub struct NextPass {
     pub at: Option<Timestamp>,
     /// `retry` (backoff after a failure), `poll` (waiting on the external system), `resync`,
     /// or `change`.
-    pub why: String,
+    pub why: Cow<'static, str>,
 }
 
 /// What the journal knows of one object.
@@ -72,7 +73,7 @@ pub struct ObjectJournal {
     /// The kind (`DnsZone`).
     pub kind: String,
     /// The state its last pass left it in ([`state_of`]).
-    pub state: String,
+    pub state: Cow<'static, str>,
     /// Since when it has been progressing or retrying, if it is.
     pub unsettled_since: Option<Timestamp>,
     /// Passes since this host started.
@@ -136,10 +137,11 @@ fn key(kind: &str, namespace: &str, name: &str) -> Key {
     (kind.to_owned(), namespace.to_owned(), name.to_owned())
 }
 
-/// The host's journal.
-pub fn global() -> &'static Journal {
-    static JOURNAL: OnceLock<Journal> = OnceLock::new();
-    JOURNAL.get_or_init(Journal::default)
+/// The host's journal: the one the admin server serves, and every controller of the host
+/// records into (through [`crate::reconcile::Settings`]).
+pub fn global() -> Arc<Journal> {
+    static JOURNAL: OnceLock<Arc<Journal>> = OnceLock::new();
+    Arc::clone(JOURNAL.get_or_init(Arc::default))
 }
 
 impl Journal {
@@ -159,7 +161,7 @@ impl Journal {
             instance: String::new(),
             plugin: String::new(),
             kind: String::new(),
-            state: String::new(),
+            state: Cow::Borrowed(""),
             unsettled_since: None,
             passes_total: 0,
             passes: VecDeque::with_capacity(PASSES),
@@ -169,9 +171,12 @@ impl Journal {
         });
         let state = state_of(&entry.line.outcome);
         if journal.state != state {
-            let before = (!journal.state.is_empty()).then(|| state_of_counted(&journal.state));
+            let before = match &journal.state {
+                Cow::Borrowed(counted) if !counted.is_empty() => Some(*counted),
+                _ => None,
+            };
             super::metrics::global().object_state(entry.plugin, entry.kind, before, Some(state));
-            state.clone_into(&mut journal.state);
+            journal.state = Cow::Borrowed(state);
         }
         journal.unsettled_since = if is_unsettled(state) {
             journal.unsettled_since.or(Some(entry.line.at))
@@ -196,13 +201,10 @@ impl Journal {
 
     /// Forgets an object that is gone.
     pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
-        if let Some(gone) = self.objects().remove(&key(kind, namespace, name)) {
-            super::metrics::global().object_state(
-                &gone.plugin,
-                &gone.kind,
-                Some(state_of_counted(&gone.state)),
-                None,
-            );
+        if let Some(gone) = self.objects().remove(&key(kind, namespace, name))
+            && let Cow::Borrowed(counted) = gone.state
+        {
+            super::metrics::global().object_state(&gone.plugin, &gone.kind, Some(counted), None);
         }
     }
 
@@ -243,17 +245,6 @@ impl Journal {
     }
 }
 
-/// The state names as `'static` labels (the journal stores them as text).
-fn state_of_counted(state: &str) -> &'static str {
-    match state {
-        "up_to_date" => "up_to_date",
-        "progressing" => "progressing",
-        "failed" => "failed",
-        "paused" => "paused",
-        _ => "retrying",
-    }
-}
-
 /// `text` cut to [`MESSAGE_BYTES`] at a character boundary.
 fn bounded(text: &str) -> String {
     if text.len() <= MESSAGE_BYTES {
@@ -278,22 +269,22 @@ mod tests {
             line: PassLine {
                 at: Timestamp::UNIX_EPOCH,
                 took_ms: 5,
-                outcome: outcome.to_owned(),
+                outcome: Cow::Owned(outcome.to_owned()),
             },
             calls: calls.to_vec(),
             message: message.map(str::to_owned),
             next: NextPass {
                 at: None,
-                why: "change".to_owned(),
+                why: Cow::Borrowed("change"),
             },
         }
     }
 
     fn create() -> CallLine {
         CallLine {
-            function: "create".to_owned(),
+            function: Cow::Borrowed("create"),
             took_ms: 4,
-            outcome: "ok".to_owned(),
+            outcome: Cow::Borrowed("ok"),
         }
     }
 
@@ -328,7 +319,7 @@ mod tests {
             line: PassLine {
                 at: Timestamp::from_second(seconds).unwrap(),
                 took_ms: 1,
-                outcome: outcome.to_owned(),
+                outcome: Cow::Owned(outcome.to_owned()),
             },
             ..entry(outcome, &[], None)
         };
@@ -339,7 +330,7 @@ mod tests {
         assert_eq!(a.unsettled_since, Some(Timestamp::from_second(10).unwrap()));
         journal.record("z.g", "ns", "a", at(30, "success"));
         let a = journal.get("z.g", "ns", "a").unwrap();
-        assert_eq!((a.state.as_str(), a.unsettled_since), ("up_to_date", None));
+        assert_eq!((&*a.state, a.unsettled_since), ("up_to_date", None));
         for (outcome, state) in [
             ("up-to-date", "up_to_date"),
             ("api-error", "retrying"),
@@ -348,7 +339,6 @@ mod tests {
             ("paused", "paused"),
         ] {
             assert_eq!(state_of(outcome), state);
-            assert_eq!(state_of_counted(state), state);
         }
     }
 

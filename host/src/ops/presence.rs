@@ -422,17 +422,7 @@ impl Presence {
             return;
         };
         let _ = renewing.await;
-        match self
-            .leases
-            .delete(&self.name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => {
-                tracing::warn!(lease = %self.name, error = %e, "could not delete the presence lease");
-            }
-        }
+        delete(&self.leases, &self.name).await;
     }
 }
 
@@ -519,10 +509,16 @@ impl Writer {
     }
 
     async fn delete(&self) {
-        let _ = self
-            .leases
-            .delete(&self.name, &DeleteParams::default())
-            .await;
+        delete(&self.leases, &self.name).await;
+    }
+}
+
+/// Deletes a presence Lease (one already gone is fine).
+async fn delete(leases: &Api<Lease>, name: &str) {
+    match leases.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => tracing::warn!(lease = %name, error = %e, "could not delete the presence lease"),
     }
 }
 

@@ -98,8 +98,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Nex
     outcome.map(|(_, next)| next)
 }
 
-/// Records the pass in the host's journal ([`super::journal`]): how it ended, its calls, its
-/// message and what comes next. A released object is gone: forgotten instead.
+/// Records the pass in the host's journal ([`crate::ops::journal`]): how it ended, its calls,
+/// its message and what comes next. A released object is gone: forgotten instead.
 fn journal(
     obj: &DynamicObject,
     ctx: &Context,
@@ -108,16 +108,23 @@ fn journal(
     outcome: &Result<(Pass, Next), Error>,
     calls: &[crate::actuator::calls::Call],
 ) {
+    use std::borrow::Cow;
+
     use crate::ops::journal::{CallLine, Entry, NextPass, PassLine};
-    let kind = crate::crd::crd_name(&ctx.description);
     let (namespace, name) = (obj.stored_namespace(), obj.name_any());
-    let journal = crate::ops::journal::global();
-    let (result, message, why, next) = match outcome {
+    let journal = &ctx.settings.journal;
+    let (result, message, why, next): (Cow<'static, str>, _, _, _) = match outcome {
         Ok((pass, _)) if pass.released => {
-            journal.forget(&kind, &namespace, &name);
+            journal.forget(&ctx.resource, &namespace, &name);
             return;
         }
-        Err(e) => ("api-error", Some(e.to_string()), "retry", None),
+        // The controller's error policy backs off: when is its business.
+        Err(e) => (
+            Cow::Borrowed("api-error"),
+            Some(e.to_string()),
+            "retry",
+            None,
+        ),
         Ok((pass, next)) => {
             let next = match next {
                 Next::Wait => None,
@@ -126,21 +133,25 @@ fn journal(
                     .and_then(|t| t.checked_add(*delay))
                     .ok(),
             };
-            let progress = (!pass.progress.is_empty()).then(|| {
+            // Without a time, the next pass comes with a change (terminal failures included).
+            let timed = |why| if next.is_some() { why } else { "change" };
+            let (result, message, why) = if pass.paused {
+                ("paused", None, "change")
+            } else if pass.skipped {
+                ("up-to-date", None, timed("resync"))
+            } else if let Some(failure) = &pass.failure {
+                (failure.reason(), Some(failure.to_string()), timed("retry"))
+            } else if !pass.progress.is_empty() {
                 let messages: Vec<String> = pass.progress.iter().map(Progress::message).collect();
-                messages.join("; ")
-            });
-            match (&pass.failure, progress) {
-                _ if pass.paused => ("paused", None, "change", next),
-                _ if pass.skipped => ("up-to-date", None, "resync", next),
-                (Some(failure), _) => (failure.reason(), Some(failure.to_string()), "retry", next),
-                (None, Some(progress)) => ("progressing", Some(progress), "poll", next),
-                (None, None) => ("success", None, "resync", next),
-            }
+                ("progressing", Some(messages.join("; ")), timed("poll"))
+            } else {
+                ("success", None, timed("resync"))
+            };
+            (Cow::Borrowed(result), message, why, next)
         }
     };
     journal.record(
-        &kind,
+        &ctx.resource,
         &namespace,
         &name,
         Entry {
@@ -150,24 +161,20 @@ fn journal(
             line: PassLine {
                 at,
                 took_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-                outcome: result.to_owned(),
+                outcome: result,
             },
             calls: calls
                 .iter()
                 .map(|c| CallLine {
-                    function: c.function.to_owned(),
+                    function: Cow::Borrowed(c.function),
                     took_ms: c.took_ms,
-                    outcome: c.outcome.to_owned(),
+                    outcome: Cow::Borrowed(c.outcome),
                 })
                 .collect(),
             message,
             next: NextPass {
-                why: if next.is_none() && why != "retry" {
-                    "change".to_owned()
-                } else {
-                    why.to_owned()
-                },
                 at: next,
+                why: Cow::Borrowed(why),
             },
         },
     );

@@ -171,6 +171,8 @@ pub struct Settings {
     pub shard_selector: Option<String>,
     /// Test instrument: every pass's begin and end, appended to a file.
     pub pass_trace: Option<Arc<trace::PassTrace>>,
+    /// Where each pass is journaled (the host's: [`crate::ops::journal::global`]).
+    pub journal: Arc<crate::ops::journal::Journal>,
 }
 
 impl Default for Settings {
@@ -187,6 +189,7 @@ impl Default for Settings {
             caches: Arc::default(),
             shard_selector: None,
             pass_trace: None,
+            journal: Arc::default(),
         }
     }
 }
@@ -241,6 +244,8 @@ pub struct Context {
     pub description: Description,
     /// Finalizer and field-manager names of the plugin.
     pub names: Names,
+    /// The kind's resource, `<plural>.<group>` (the journal's key).
+    pub resource: String,
     /// Host-wide settings (resync default, poll bounds…).
     pub settings: Settings,
     /// Per-object retry backoff for failed passes.
@@ -268,6 +273,7 @@ impl Context {
         Self {
             actuator,
             names: Names::new(&description.name),
+            resource: crate::crd::crd_name(&description),
             description,
             settings,
             backoff: backoff::Backoff::new(Duration::from_secs(1), Duration::from_mins(1)),
@@ -311,11 +317,9 @@ impl Context {
 
     /// Forgets `obj` (released, or gone): its pass record, backoff and claims.
     pub fn forget(&self, obj: &DynamicObject) {
-        crate::ops::journal::global().forget(
-            &crate::crd::crd_name(&self.description),
-            &obj.stored_namespace(),
-            &obj.name_any(),
-        );
+        self.settings
+            .journal
+            .forget(&self.resource, &obj.stored_namespace(), &obj.name_any());
         let uid = obj.stored_uid();
         self.passes().remove(&uid);
         self.pending_details().remove(&uid);

@@ -17,7 +17,7 @@ use super::claims::Claims;
 use super::flow::{CREATE_PENDING, Next, reconcile_object};
 use super::ops::{Note, ObjectOps, OwnMetadata};
 use super::status::Pass;
-use super::{Context, Error, Settings};
+use super::{Context, Error, Settings, StoredMeta};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Description, ExternalResource, Failure,
     ManagedObject, Status,
@@ -78,8 +78,11 @@ impl System {
     fn calls(&self) -> Vec<String> {
         std::mem::take(&mut *self.calls.lock().unwrap())
     }
-    fn call(&self, name: &str) {
+    /// Logs a call, and records it for the pass's journal as the contract asks of every
+    /// actuator ([`crate::actuator::calls`]; the fake answers at once).
+    fn call(&self, name: &'static str) {
         self.calls.lock().unwrap().push(name.to_owned());
+        crate::actuator::calls::record(name, Duration::ZERO, "ok");
     }
     /// How `function` is set to fail, if it is: `Err(Ok(failure))` or `Err(Err(trap))`.
     fn fails(&self, function: &'static str) -> Result<(), CallResult<Failure>> {
@@ -482,7 +485,7 @@ fn managed(name: &str) -> DynamicObject {
 struct World {
     system: Arc<System>,
     cluster: Arc<Cluster>,
-    ctx: Context,
+    ctx: Arc<Context>,
 }
 
 impl World {
@@ -495,7 +498,7 @@ impl World {
     fn sharing(system: System, obj: DynamicObject, claims: Arc<Claims>) -> Self {
         let system = Arc::new(system);
         let cluster = Arc::new(Cluster::new(obj));
-        let ctx = context(&system, &cluster, Settings::default(), claims);
+        let ctx = Arc::new(context(&system, &cluster, Settings::default(), claims));
         Self {
             system,
             cluster,
@@ -517,6 +520,17 @@ impl World {
         let out = reconcile_object(&obj, &self.ctx).await.unwrap();
         self.ctx.claims.observe(&self.cluster.current());
         out
+    }
+    /// One pass through the controller's entry point ([`super::flow::reconcile`]: metrics,
+    /// calls, journal); what the journal then holds of the object.
+    async fn journaled_pass(&self) -> Option<crate::ops::journal::ObjectJournal> {
+        let obj = self.cluster.current();
+        let _ = super::flow::reconcile(Arc::new(obj.clone()), Arc::clone(&self.ctx)).await;
+        self.ctx.claims.observe(&self.cluster.current());
+        self.ctx
+            .settings
+            .journal
+            .get(&self.ctx.resource, &obj.stored_namespace(), &obj.name_any())
     }
     fn object(&self) -> DynamicObject {
         self.cluster.current()
@@ -2492,4 +2506,140 @@ async fn a_worker_passes_the_object_as_cached_and_schedules_what_the_pass_asks_f
         };
         assert_eq!(due, None, "{case}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The journal: each way a pass ends, as `orchard explain` reads it
+// ---------------------------------------------------------------------------------------
+
+/// The functions a journal entry lists.
+fn journaled_calls(j: &crate::ops::journal::ObjectJournal) -> Vec<&str> {
+    j.calls.iter().map(|c| &*c.function).collect()
+}
+
+#[tokio::test]
+async fn each_way_a_pass_ends_is_journaled_with_its_calls_and_next_pass_at_no_extra_write_or_call()
+{
+    // Created: success, the calls of the creating pass, next at a change.
+    let w = World::new(managed("a"));
+    let j = w.journaled_pass().await.expect("journaled");
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=false)",
+            "event Created",
+            "status(id=\"ext-a\")",
+        ]
+    );
+    assert_eq!(w.system.calls(), CREATING_PASS);
+    assert_eq!(
+        (&*j.passes[0].outcome, &*j.state),
+        ("success", "up_to_date")
+    );
+    assert_eq!(journaled_calls(&j), CREATING_PASS);
+    assert!(j.calls.iter().all(|c| c.outcome == "ok"));
+    let next = j.next.as_ref().unwrap();
+    assert_eq!((next.at, &*next.why), (None, "change"));
+    assert_eq!(
+        (j.instance.as_str(), j.plugin.as_str(), j.kind.as_str()),
+        ("orchard", "fake", "Thing")
+    );
+
+    // Up to date: skipped, no write, no call; the creating pass's calls stay.
+    let j = w.journaled_pass().await.unwrap();
+    assert_eq!(w.cluster.writes(), []);
+    assert!(w.system.calls().is_empty());
+    assert_eq!((j.passes_total, &*j.passes[1].outcome), (2, "up-to-date"));
+    assert_eq!(journaled_calls(&j), CREATING_PASS);
+
+    // Paused: one status write, no call.
+    annotate(&w, super::flow::PAUSED, Some("true"));
+    let j = w.journaled_pass().await.unwrap();
+    assert_eq!(kinds(&w.cluster.writes()), ["status(id=\"ext-a\")"]);
+    assert!(w.system.calls().is_empty());
+    assert_eq!((&*j.passes[2].outcome, &*j.state), ("paused", "paused"));
+    assert_eq!(j.passes.len(), crate::ops::journal::PASSES, "bounded");
+
+    // Deleted: released, and forgotten.
+    annotate(&w, super::flow::PAUSED, None);
+    w.delete();
+    assert_eq!(w.journaled_pass().await, None);
+    assert_eq!(w.system.calls(), ["get-by-id", "delete", "get-by-id"]);
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
+
+    // A transient failure: retried at a time, unsettled since this pass, its message kept.
+    let failing = World::with(
+        System::creating(CreateMode::Fails(Failure::Transient(
+            "PowerDNS is down".into(),
+        ))),
+        managed("f"),
+    );
+    let j = failing.journaled_pass().await.unwrap();
+    assert_eq!(failing.system.calls(), ["list-for-adoption", "create"]);
+    assert_eq!(metadata_writes(&kinds(&failing.cluster.writes())), 1);
+    assert_eq!(
+        (&*j.passes[0].outcome, &*j.state),
+        ("TransientError", "retrying")
+    );
+    assert_eq!(j.message.as_deref(), Some("PowerDNS is down"));
+    let next = j.next.as_ref().unwrap();
+    assert!(next.at.is_some() && next.why == "retry", "{next:?}");
+    assert_eq!(j.unsettled_since, Some(j.passes[0].at));
+
+    // A terminal failure: no call, and the next pass only at a change.
+    let terminal = World::new(object(
+        "t",
+        100,
+        json!({"resyncPeriod": "often", "resource": {"name": "t"}}),
+    ));
+    let j = terminal.journaled_pass().await.unwrap();
+    assert!(terminal.system.calls().is_empty());
+    assert_eq!(
+        (&*j.passes[0].outcome, &*j.state),
+        ("InvalidConfiguration", "failed")
+    );
+    let next = j.next.as_ref().unwrap();
+    assert_eq!((next.at, &*next.why), (None, "change"));
+    assert!(
+        j.message
+            .as_deref()
+            .unwrap()
+            .starts_with("spec.resyncPeriod")
+    );
+
+    // Waiting on the external system: progressing, polled at a time.
+    let importing = World::new(object(
+        "u",
+        100,
+        json!({"managementPolicy": "unmanaged", "import": {"filter": {"name": "x"}}}),
+    ));
+    let j = importing.journaled_pass().await.unwrap();
+    assert_eq!(importing.system.calls(), ["list-for-import"]);
+    assert_eq!(
+        (&*j.passes[0].outcome, &*j.state),
+        ("progressing", "progressing")
+    );
+    let next = j.next.as_ref().unwrap();
+    assert!(next.at.is_some() && next.why == "poll", "{next:?}");
+
+    // The apiserver refused the status and its minimal replacement: an API error, retried by
+    // the controller's backoff.
+    let refused = World::new(managed("r"));
+    *refused.cluster.refuse_status.lock().unwrap() = 2;
+    let j = refused.journaled_pass().await.unwrap();
+    assert_eq!(refused.system.calls(), CREATING_PASS);
+    assert_eq!(
+        (&*j.passes[0].outcome, &*j.state),
+        ("api-error", "retrying")
+    );
+    assert!(
+        j.message.as_deref().unwrap().contains("413"),
+        "{:?}",
+        j.message
+    );
+    let next = j.next.as_ref().unwrap();
+    assert_eq!((next.at, &*next.why), (None, "retry"));
 }
