@@ -112,7 +112,7 @@ enum Command {
         sandbox: SandboxArgs,
     },
     /// Run the host: reconcile the kinds of the given plugins on the current kubeconfig.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Why an object is where it is: its verdict, conditions, the host serving it, its last
     /// passes and their plugin calls, its next pass and its Events.
     Explain(ExplainArgs),
@@ -236,6 +236,8 @@ struct RunArgs {
     shard: ShardArgs,
     #[command(flatten)]
     sandbox: SandboxArgs,
+    #[command(flatten)]
+    traces: TraceArgs,
     // ---- bench-only (feature `bench-native`, used by bench/throughput) ----
     /// Serve the `--plugin` whose file stem is this (only `pdns-zone`) with the same actuator
     /// linked into the host instead of its component: the Wasm cost at system level.
@@ -311,6 +313,55 @@ struct AdminArgs {
     /// (default: none).
     #[arg(long, env = "ORCHARD_ADMIN_ADDR")]
     admin_addr: Option<std::net::SocketAddr>,
+}
+
+/// Traces of the passes (docs/observability.md).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Traces (OpenTelemetry)")]
+struct TraceArgs {
+    /// Export a trace of every reconcile pass over OTLP/HTTP (protobuf) to this collector
+    /// base URL, e.g. `http://otel-collector:4318` (`/v1/traces` is appended). Unset: no traces.
+    /// The other standard OTEL_* variables apply (docs/observability.md).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_parser = otlp_endpoint)]
+    otlp_endpoint: Option<String>,
+    /// Fraction of passes traced, 0 to 1 (default: `OTEL_TRACES_SAMPLER`, else every pass).
+    #[arg(long, env = "ORCHARD_TRACE_SAMPLE_RATIO", value_parser = ratio)]
+    trace_sample_ratio: Option<f64>,
+}
+
+impl TraceArgs {
+    fn config(&self) -> Option<crate::ops::traces::Config> {
+        // The SDK's standard off switch.
+        if std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        Some(crate::ops::traces::Config {
+            endpoint: self.otlp_endpoint.clone()?,
+            sample_ratio: self.trace_sample_ratio,
+        })
+    }
+}
+
+/// An `http://` or `https://` URL with a host.
+fn otlp_endpoint(text: &str) -> Result<String, String> {
+    match text.parse::<http::Uri>() {
+        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {
+            Ok(text.to_owned())
+        }
+        _ => Err(format!(
+            "{text:?} is not an OTLP/HTTP endpoint (e.g. http://otel-collector:4318)"
+        )),
+    }
+}
+
+/// A fraction between 0 and 1.
+fn ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "{text:?} is not a fraction between 0 and 1 (e.g. 0.1)"
+        )),
+    }
 }
 
 /// Leader election.
@@ -459,11 +510,25 @@ struct ConformanceArgs {
 impl Args {
     /// Runs the command; errors are printed with their causes.
     pub async fn run(self) -> ExitCode {
-        init_tracing(self.log_format);
+        let traces = match &self.command {
+            Command::Run(run) => run.traces.config(),
+            _ => None,
+        };
+        let telemetry = match init_tracing(self.log_format, traces.as_ref()) {
+            Ok(telemetry) => telemetry,
+            Err(e) => {
+                eprintln!("error: {}", error_chain(&e.into()));
+                return ExitCode::FAILURE;
+            }
+        };
         // rustls is built with two crypto providers (kube's ring, sigstore's aws-lc-rs): every
         // TLS client of the process uses ring.
         crate::oci::ensure_crypto_provider();
-        match self.command.run().await {
+        let outcome = self.command.run().await;
+        if let Some(telemetry) = telemetry {
+            telemetry.shutdown().await;
+        }
+        match outcome {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {}", error_chain(&e));
@@ -489,21 +554,35 @@ fn error_chain(e: &anyhow::Error) -> String {
     out
 }
 
-fn init_tracing(format: LogFormat) {
+/// The log on stderr (`RUST_LOG`'s filter) and, with a trace config, the OpenTelemetry export
+/// of the host's own spans beside it (its own filter: a quiet log still exports its traces).
+fn init_tracing(
+    format: LogFormat,
+    traces: Option<&crate::ops::traces::Config>,
+) -> Result<Option<crate::ops::traces::Telemetry>, crate::ops::traces::Error> {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         // sigstore logs every missing signature layer as a warning; the host reports the outcome.
         tracing_subscriber::EnvFilter::new(
             "info,wasmtime_cranelift=warn,cranelift_codegen=warn,sigstore=error",
         )
     });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let log = match format {
+        LogFormat::Text => log.fmt_fields(crate::ops::traces::LogFields).boxed(),
+        LogFormat::Json => log.json().boxed(),
     };
+    let telemetry = traces
+        .map(crate::ops::traces::Telemetry::start)
+        .transpose()?;
+    let export = telemetry.as_ref().map(crate::ops::traces::Telemetry::layer);
+    let _ = tracing_subscriber::registry()
+        .with(log.with_filter(filter))
+        .with(export)
+        .try_init();
+    Ok(telemetry)
 }
 
 fn print(value: &Value) -> anyhow::Result<()> {
@@ -540,7 +619,7 @@ impl Command {
                 let crd = crate::crd::crd(&actuator.describe().await?);
                 write_stdout(serde_yaml::to_string(&crd)?.trim_end())
             }
-            Self::Run(args) => args.run().await,
+            Self::Run(args) => (*args).run().await,
             Self::Explain(args) => args.run().await,
             Self::Plugin(command) => command.run().await,
         }
@@ -819,6 +898,7 @@ impl RunArgs {
             leader,
             shard,
             sandbox,
+            traces: _,
             #[cfg(feature = "bench-native")]
             native_plugin,
         } = self;

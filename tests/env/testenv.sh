@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Orchard's test environment: real kube-apiserver + etcd, PowerDNS Authoritative, an OCI registry
-# and RabbitMQ, all on loopback, all owned by this script.
+# Orchard's test environment: real kube-apiserver + etcd, PowerDNS Authoritative, an OCI registry,
+# RabbitMQ and an OpenTelemetry Collector, all on loopback, all owned by this script.
 #
 #   tests/env/testenv.sh up [--without-rabbitmq]   start (no-op when already up and healthy)
 #   tests/env/testenv.sh down                      stop what `up` started (logs are kept)
@@ -17,6 +17,10 @@
 # locked" to concurrent zone deletes, which would measure SQLite, not the contenders). Neither
 # syncs to disk: the env is thrown away. `up` with another backend than the running env's
 # restarts it from scratch.
+#
+# The OpenTelemetry Collector (tests/env/otelcol, built by build-otelcol.sh) takes OTLP/HTTP and
+# writes every trace it receives as one OTLP JSON line to otel/traces.jsonl, so a test can read
+# back the spans a host exported.
 #
 # State lives in ${ORCHARD_TESTENV_DIR:-<repo>/.testenv}: pki/, data dirs, pids/, logs/, the
 # kubeconfigs and the env file that the test suites read (see docs/testing.md).
@@ -93,6 +97,13 @@ check_rabbitmq() {
     curl -fsS -m 3 --cacert "$PKI/ca.crt" -u "$RABBITMQ_USER:$RABBITMQ_PASSWORD" \
       "https://127.0.0.1:${RABBITMQ_MGMT_TLS_PORT:?}/api/overview" >/dev/null
 }
+# An empty OTLP/JSON request: 200 means the receiver is up and parses JSON, and it writes nothing
+# (the receiver drops a request without spans before the pipeline), so polling it leaves no trace
+# in the file.
+check_otelcol() {
+  curl -fsS -m 2 -H 'Content-Type: application/json' -d '{}' \
+    "http://127.0.0.1:${OTLP_HTTP_PORT:?}/v1/traces" >/dev/null
+}
 check_rabbitmq_guest() { curl -fsS -m 3 -u guest:guest "http://127.0.0.1:$RABBITMQ_MGMT_PORT/api/overview" >/dev/null; }
 
 # wait_healthy <process-name> <check-function> [log-file]: poll until healthy, with a deadline;
@@ -128,8 +139,9 @@ is_up_and_healthy() { # [want-rabbitmq]
   load_internal
   [ "$PDNS_BACKEND" = "$want_backend" ] || return 1
   local svc
-  for svc in etcd kube-apiserver pdns registry registry-auth; do recorded_alive "$svc" || return 1; done
-  { check_etcd && check_apiserver && check_pdns && check_registry && check_registry_auth; } 2>/dev/null || return 1
+  # An env from before the collector existed has no otelcol.pid: it is restarted, with the keys.
+  for svc in etcd kube-apiserver pdns registry registry-auth otelcol; do recorded_alive "$svc" || return 1; done
+  { check_etcd && check_apiserver && check_pdns && check_registry && check_registry_auth && check_otelcol; } 2>/dev/null || return 1
   if [ "$want_rabbitmq" = 1 ] || [ "$WANT_RABBITMQ" = 1 ]; then
     [ "$WANT_RABBITMQ" = 1 ] || return 1 # asked for now, but the running env has none
     recorded_alive epmd && recorded_alive rabbitmq && check_rabbitmq 2>/dev/null || return 1
@@ -332,6 +344,41 @@ EOF
   spawn registry-auth /usr/bin/docker-registry serve "$dir/config.yml"
 }
 
+# The collector: OTLP/HTTP on loopback in, OTLP JSON lines out. No processors, so no batching
+# delay: a request is in the exporter when its 200 is sent. Rotation stays off (one file to read);
+# without rotation the file exporter writes through a buffer flushed every flush_interval and never
+# on an export, so the interval is short (10 ms, a near-idle ticker) instead of its 1 s default. A
+# reader may still see a last line that is not complete yet: it should read complete lines only.
+# gRPC is not configured (one port fewer), nor the collector's own metrics, whose default is a
+# fixed port 8888 that a second env (the demo's) would collide on.
+start_otelcol() {
+  local dir=$STATE/otel
+  mkdir -p "$dir"
+  : >"$dir/traces.jsonl" # there from the start, so a reader can open it before the first span
+  cat >"$dir/config.yaml" <<EOF
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:$OTLP_HTTP_PORT
+exporters:
+  file:
+    path: $dir/traces.jsonl
+    format: json
+    append: true
+    flush_interval: 10ms
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [file]
+EOF
+  spawn otelcol "$OTELCOL_BIN" --config "$dir/config.yaml"
+}
+
 # Environment shared by rabbitmq-server and rabbitmqctl: a node of our own with every file under
 # the state dir, its own epmd on a free loopback port, and distribution bound to 127.0.0.1.
 rabbitmq_env() {
@@ -413,6 +460,8 @@ write_env_file() {
       echo "RABBITMQ_USER=$RABBITMQ_USER"
       echo "RABBITMQ_PASSWORD=$RABBITMQ_PASSWORD"
     fi
+    echo "ORCHARD_OTLP_ENDPOINT=http://127.0.0.1:$OTLP_HTTP_PORT"
+    echo "ORCHARD_OTLP_TRACES_FILE=$STATE/otel/traces.jsonl"
     echo "ORCHARD_TESTENV_CA=$PKI/ca.crt"
     echo "ORCHARD_TESTENV_LOGS=$LOGS"
   } >"$tmp"
@@ -424,7 +473,7 @@ write_internal() {
   {
     for v in K8S_BIN ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT PDNS_WEB_PORT PDNS_DNS_PORT \
       PDNS_API_KEY PDNS_BACKEND REGISTRY_PORT REGISTRY_AUTH_PORT REGISTRY_AUTH_USER \
-      REGISTRY_AUTH_PASSWORD WANT_RABBITMQ; do
+      REGISTRY_AUTH_PASSWORD WANT_RABBITMQ OTELCOL_BIN OTLP_HTTP_PORT; do
       echo "$v=${!v}"
     done
     if [ "$WANT_RABBITMQ" = 1 ]; then
@@ -465,16 +514,18 @@ cmd_up() {
   stop_all
   K8S_BIN=$("$SCRIPT_DIR/build-k8s.sh") || die "building kube-apiserver/etcd failed"
   [ -x "$K8S_BIN/kube-apiserver" ] && [ -x "$K8S_BIN/etcd" ] || die "build-k8s.sh gave no binaries in $K8S_BIN"
+  OTELCOL_BIN=$("$SCRIPT_DIR/build-otelcol.sh") || die "building the OpenTelemetry Collector failed"
+  [ -x "$OTELCOL_BIN" ] || die "build-otelcol.sh gave no binary at $OTELCOL_BIN"
 
   mkdir -p "$STATE"
   if [ -d "$LOGS" ]; then rm -rf "$STATE/logs.previous"; mv "$LOGS" "$STATE/logs.previous"; fi
   rm -rf "$ENV_FILE" "$INTERNAL" "$PKI" "$PIDS" "$STATE/etcd" "$STATE/pdns" \
-    "$STATE/registry" "$STATE/registry-auth" "$STATE/rabbitmq" "$STATE"/*.kubeconfig
+    "$STATE/registry" "$STATE/registry-auth" "$STATE/rabbitmq" "$STATE/otel" "$STATE"/*.kubeconfig
   mkdir -p "$PIDS" "$LOGS"
 
   read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT PDNS_WEB_PORT PDNS_DNS_PORT REGISTRY_PORT \
     RABBITMQ_AMQP_PORT RABBITMQ_MGMT_PORT RABBITMQ_DIST_PORT RABBITMQ_EPMD_PORT RABBITMQ_CTL_DIST_PORT \
-    REGISTRY_AUTH_PORT RABBITMQ_MGMT_TLS_PORT < <(free_ports 13)
+    REGISTRY_AUTH_PORT RABBITMQ_MGMT_TLS_PORT OTLP_HTTP_PORT < <(free_ports 14)
   PDNS_API_KEY=$(random_token)
   RABBITMQ_USER=orchard
   RABBITMQ_PASSWORD=$(random_token)
@@ -489,6 +540,7 @@ cmd_up() {
   start_pdns
   start_registry
   start_registry_auth
+  start_otelcol
   if [ "$WANT_RABBITMQ" = 1 ]; then start_rabbitmq; fi
   write_internal
 
@@ -497,6 +549,7 @@ cmd_up() {
   wait_healthy pdns check_pdns
   wait_healthy registry check_registry
   wait_healthy registry-auth check_registry_auth
+  wait_healthy otelcol check_otelcol
   wait_healthy kube-apiserver check_apiserver
   write_kubeconfig "$STATE/admin.kubeconfig" admin
   write_kubeconfig "$STATE/unprivileged.kubeconfig" unprivileged
@@ -533,6 +586,7 @@ cmd_status() {
         registry) check_registry 2>/dev/null && health=healthy || health=unhealthy ;;
         registry-auth) check_registry_auth 2>/dev/null && health=healthy || health=unhealthy ;;
         rabbitmq) check_rabbitmq 2>/dev/null && health=healthy || health=unhealthy ;;
+        otelcol) check_otelcol 2>/dev/null && health=healthy || health=unhealthy ;;
         *) health=running ;;
       esac
       printf '%-15s pid %-8s %s\n' "$name" "$pid" "$health"

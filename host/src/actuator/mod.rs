@@ -108,6 +108,10 @@ pub type CallResult<T> = Result<T, CallError>;
 pub trait Actuator: Send + Sync {
     /// The plugin's name, for logs and errors.
     fn name(&self) -> &str;
+    /// `sha256:<hex>` of the plugin's code, for traces; `None` (the default) when it has none.
+    fn digest(&self) -> Option<&str> {
+        None
+    }
     /// A view of this actuator for one reconcile pass of one object: the caller MUST use it
     /// for that one object only and drop it when the pass ends. It MAY serve the pass's
     /// calls from one instance (a component does: its start-up is paid once per pass), and

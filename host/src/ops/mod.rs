@@ -1,12 +1,13 @@
 //! Operations: metrics, health and readiness, the admin HTTP server, leader election, the
 //! presence of each host (which host serves which kinds where) and the journal of passes
-//! (what each object's last passes did).
+//! (what each object's last passes did), and the traces of the passes (OpenTelemetry).
 
 pub mod journal;
 pub mod leader;
 pub mod metrics;
 pub mod presence;
 pub mod server;
+pub mod traces;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

@@ -146,12 +146,14 @@ pub const DRAIN: Duration = Duration::from_secs(2);
 enum Posting {
     /// A new Event object.
     Create(Box<Event>),
-    /// Another occurrence of the Event `name`.
+    /// Another occurrence of the Event `name`; its note becomes this occurrence's (the
+    /// latest message and trace id are what `kubectl describe` shows).
     Continue {
         namespace: String,
         name: String,
         count: i32,
         at: Timestamp,
+        note: String,
     },
 }
 
@@ -275,6 +277,7 @@ impl EventPublisher {
                 name,
                 count,
                 at: now,
+                note: note.message.to_owned(),
             },
         };
         self.lanes[lane_of(regarding_id)]
@@ -351,9 +354,11 @@ async fn post(client: &Client, plugin: &str, posting: Posting) {
             name,
             count,
             at,
+            note,
         } => {
             let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
             let patch = json!({
+                "note": note,
                 "series": { "count": count, "lastObservedTime": MicroTime(at) },
             });
             events

@@ -66,7 +66,25 @@ pub enum Next {
 /// worker makes one at a time, and a waiting object is only a key in the queue
 /// ([`super::queue`]).
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Next, Error> {
-    let span = tracing::info_span!("reconcile", plugin = ctx.plugin(), object = %obj.name_any(), namespace = %obj.stored_namespace());
+    // A root: each pass is a trace of its own (ops::traces), not a child of the controller.
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile",
+        otel.name = format!("reconcile {}", ctx.description.kind),
+        plugin = ctx.plugin(),
+        object = %obj.name_any(),
+        namespace = %obj.stored_namespace(),
+        generation = obj.metadata.generation,
+        plugin.digest = ctx.actuator.digest(),
+        trace_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+    );
+    // In every log line of the pass, to go from the log to the trace.
+    if let Some(id) = crate::ops::traces::trace_id(&span) {
+        span.record("trace_id", id);
+    }
     let metrics = crate::ops::metrics::global();
     let key = format!("{}/{}", obj.stored_namespace(), obj.name_any());
     let started = std::time::Instant::now();
@@ -76,7 +94,8 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Nex
     }
     let at = Timestamp::now();
     let (outcome, calls) =
-        crate::actuator::calls::collect(reconcile_object(&obj, &ctx).instrument(span)).await;
+        crate::actuator::calls::collect(reconcile_object(&obj, &ctx).instrument(span.clone()))
+            .await;
     if let Some(trace) = trace {
         trace.mark(ctx.plugin(), &key, false);
     }
@@ -89,6 +108,22 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Nex
             None => "progressing",
         },
     };
+    span.record("outcome", result);
+    let failed = match &outcome {
+        Err(e) => Some(e.to_string()),
+        Ok((pass, _)) => pass.failure.as_ref().map(ToString::to_string),
+    };
+    if let Some(message) = &failed {
+        // What the Ready condition says (already public on the object), cut short.
+        span.record("otel.status_code", "ERROR");
+        span.record(
+            "otel.status_description",
+            crate::ops::traces::short(message),
+        );
+        tracing::info!(parent: &span, error = %message, took_ms = started.elapsed().as_millis(), "pass failed");
+    } else {
+        tracing::debug!(parent: &span, took_ms = started.elapsed().as_millis(), "pass ended");
+    }
     metrics.reconciled(
         ctx.plugin(),
         &ctx.description.kind,

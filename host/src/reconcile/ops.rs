@@ -10,6 +10,8 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use tracing::Instrument;
+
 use super::cache::KindCache;
 use super::{Error, Names};
 use crate::reconcile::StoredMeta;
@@ -23,6 +25,22 @@ pub const TRUNCATED: &str = "…(truncated)";
 /// `text` cut to at most `max` bytes (on a char boundary), with [`TRUNCATED`] when cut.
 pub fn truncate(text: &str, max: usize) -> String {
     crate::actuator::contract::cut(text, max, TRUNCATED)
+}
+
+/// Runs `write` in `span`, which says whether it failed and why.
+async fn traced<T>(
+    span: tracing::Span,
+    write: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let result = write.instrument(span.clone()).await;
+    if let Err(e) = &result {
+        span.record("otel.status_code", "ERROR");
+        span.record(
+            "otel.status_description",
+            crate::ops::traces::short(&e.to_string()),
+        );
+    }
+    result
 }
 
 /// The metadata the plugin's finalizer manager owns on an object: our finalizer and the
@@ -153,6 +171,21 @@ impl KubeOps {
         }
     }
 
+    /// The span of one write of the pass ([`crate::ops::traces`]): which write, on which
+    /// object, and how it ended.
+    fn write_span(&self, write: &'static str, obj: &DynamicObject) -> tracing::Span {
+        tracing::info_span!(
+            crate::ops::traces::API,
+            otel.name = format!("{write} {}", self.resource.kind),
+            otel.kind = "client",
+            k8s.resource = %self.resource.plural,
+            k8s.namespace.name = %obj.stored_namespace(),
+            k8s.object.name = %obj.name_any(),
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        )
+    }
+
     fn body(&self, obj: &DynamicObject, mut body: Value) -> Value {
         body["apiVersion"] = json!(self.resource.api_version);
         body["kind"] = json!(self.resource.kind);
@@ -175,42 +208,58 @@ impl ObjectOps for KubeOps {
             body["metadata"]["annotations"] = json!({super::flow::CREATE_PENDING: since});
         }
         let params = PatchParams::apply(&self.names.finalizer_manager).force();
-        self.api(obj)
-            .patch(
-                &obj.name_any(),
-                &params,
-                &Patch::Apply(self.body(obj, body)),
-            )
-            .await
-            .map(drop)
-            .map_err(self.kube_error("apply metadata to", obj))
+        traced(self.write_span("apply metadata", obj), async {
+            self.api(obj)
+                .patch(
+                    &obj.name_any(),
+                    &params,
+                    &Patch::Apply(self.body(obj, body)),
+                )
+                .await
+                .map(drop)
+                .map_err(self.kube_error("apply metadata to", obj))
+        })
+        .await
     }
 
     async fn patch_status_id(&self, obj: &DynamicObject, id: Option<&str>) -> Result<(), Error> {
         let body = json!({"metadata": {"uid": obj.uid()}, "status": {"id": id}});
-        self.api(obj)
-            .patch_status(
-                &obj.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
-            .await
-            .map(drop)
-            .map_err(self.kube_error("patch status.id of", obj))
+        traced(self.write_span("patch status.id", obj), async {
+            self.api(obj)
+                .patch_status(
+                    &obj.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&body),
+                )
+                .await
+                .map(drop)
+                .map_err(self.kube_error("patch status.id of", obj))
+        })
+        .await
     }
 
     async fn apply_status(&self, obj: &DynamicObject, status: &Value) -> Result<(), Error> {
         let params = PatchParams::apply(&self.names.status_manager).force();
         let body = self.body(obj, json!({"status": status}));
-        self.api(obj)
-            .patch_status(&obj.name_any(), &params, &Patch::Apply(body))
-            .await
-            .map(drop)
-            .map_err(self.kube_error("apply status to", obj))
+        traced(self.write_span("apply status", obj), async {
+            self.api(obj)
+                .patch_status(&obj.name_any(), &params, &Patch::Apply(body))
+                .await
+                .map(drop)
+                .map_err(self.kube_error("apply status to", obj))
+        })
+        .await
     }
 
     async fn publish(&self, obj: &DynamicObject, note: Note) {
-        let message = truncate(&note.message, MAX_EVENT_NOTE);
+        // The pass's trace id, when it is exported: `kubectl describe` leads to the trace.
+        let message = match crate::ops::traces::current_trace_id() {
+            Some(id) => {
+                let suffix = format!(" (trace {id})");
+                truncate(&note.message, MAX_EVENT_NOTE - suffix.len()) + &suffix
+            }
+            None => truncate(&note.message, MAX_EVENT_NOTE),
+        };
         let event = super::events::EventNote {
             warning: note.warning,
             reason: &note.reason,
@@ -227,6 +276,36 @@ impl ObjectOps for KubeOps {
     }
 
     async fn write_connection_secret(
+        &self,
+        obj: &DynamicObject,
+        name: &str,
+        details: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<SecretWrite, Error> {
+        traced(
+            self.write_span("write connection Secret of", obj),
+            self.write_secret(obj, name, details),
+        )
+        .await
+    }
+
+    async fn guard(&self, kind: &str, dep: &DynamicObject) -> Result<(), Error> {
+        let Some(cache) = self.dependencies.get(kind) else {
+            return Ok(());
+        };
+        super::deps::apply_guard(
+            &self.client,
+            &cache.resource,
+            &self.names.guard_manager,
+            dep,
+            json!([self.names.guard_finalizer]),
+        )
+        .await
+    }
+}
+
+impl KubeOps {
+    /// [`ObjectOps::write_connection_secret`], untraced.
+    async fn write_secret(
         &self,
         obj: &DynamicObject,
         name: &str,
@@ -279,20 +358,6 @@ impl ObjectOps for KubeOps {
             .await
             .map_err(error("apply"))?;
         Ok(SecretWrite::Written)
-    }
-
-    async fn guard(&self, kind: &str, dep: &DynamicObject) -> Result<(), Error> {
-        let Some(cache) = self.dependencies.get(kind) else {
-            return Ok(());
-        };
-        super::deps::apply_guard(
-            &self.client,
-            &cache.resource,
-            &self.names.guard_manager,
-            dep,
-            json!([self.names.guard_finalizer]),
-        )
-        .await
     }
 }
 

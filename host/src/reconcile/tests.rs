@@ -2643,3 +2643,61 @@ async fn each_way_a_pass_ends_is_journaled_with_its_calls_and_next_pass_at_no_ex
     let next = j.next.as_ref().unwrap();
     assert_eq!((next.at, &*next.why), (None, "retry"));
 }
+
+/// Every pass is a trace of its own (a root span, never the controller's child) naming its
+/// object, plugin and outcome; a failed pass is an error span that says why ([`crate::ops::traces`]).
+#[tokio::test]
+async fn every_pass_is_a_trace_of_its_own_naming_its_object_and_outcome_and_a_failure_says_why() {
+    use opentelemetry::trace::Status;
+    use tracing_subscriber::prelude::*;
+
+    let (telemetry, spans) = crate::ops::traces::recorded::telemetry();
+    let _traced =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(telemetry.layer()));
+    let controller = tracing::info_span!("controller").entered();
+
+    let w = World::new(managed("a"));
+    w.journaled_pass().await;
+    let quota = World::with(
+        System::creating(CreateMode::Fails(Failure::Transient("quota".into()))),
+        managed("b"),
+    );
+    quota.journaled_pass().await;
+    drop(controller);
+
+    let passes: Vec<_> = spans
+        .take()
+        .into_iter()
+        .filter(|s| s.name == "reconcile Thing")
+        .collect();
+    assert_eq!(passes.len(), 2, "{passes:#?}");
+    assert_ne!(
+        passes[0].span_context.trace_id(),
+        passes[1].span_context.trace_id()
+    );
+    let attribute = |span: &opentelemetry_sdk::trace::SpanData, key: &str| {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
+    };
+    for (pass, object, outcome) in [
+        (&passes[0], "a", "success"),
+        (&passes[1], "b", "TransientError"),
+    ] {
+        assert_eq!(
+            pass.parent_span_id,
+            opentelemetry::trace::SpanId::INVALID,
+            "a root, not the controller's child"
+        );
+        assert_eq!(attribute(pass, "object").as_deref(), Some(object));
+        assert_eq!(attribute(pass, "plugin").as_deref(), Some("fake"));
+        assert_eq!(attribute(pass, "outcome").as_deref(), Some(outcome));
+    }
+    assert_eq!(passes[0].status, Status::Unset);
+    assert!(
+        matches!(&passes[1].status, Status::Error { description } if description.contains("quota")),
+        "{:?}",
+        passes[1].status
+    );
+}

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tracing::Instrument;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{ActuatorPlugin, ActuatorPluginPre, wit};
@@ -229,14 +230,37 @@ impl ComponentActuator {
             self.keep_live(live);
             Ok(answer)
         };
-        let result = tokio::time::timeout_at((deadline + engine::EPOCH_TICK).into(), call)
-            .await
-            .unwrap_or_else(|_| Err(self.deadline_error(function)));
+        let span = tracing::info_span!(
+            crate::ops::traces::CALL,
+            otel.name = function,
+            plugin = %self.loaded.name,
+            plugin.digest = %self.loaded.digest,
+            function,
+            object,
+            deadline_ms = duration_ms(self.loaded.limits.call_timeout),
+            took_ms = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        let result = tokio::time::timeout_at(
+            (deadline + engine::EPOCH_TICK).into(),
+            call.instrument(span.clone()),
+        )
+        .await
+        .unwrap_or_else(|_| Err(self.deadline_error(function)));
         if let Err(e) = &result {
             tracing::debug!(plugin = %self.loaded.name, object, function, error = %e, "plugin call failed");
+            span.record("otel.status_code", "ERROR");
+            span.record(
+                "otel.status_description",
+                crate::ops::traces::short(&e.to_string()),
+            );
         }
         let took = started.elapsed();
         let outcome = result.as_ref().map_or_else(CallError::kind, |_| "ok");
+        span.record("took_ms", duration_ms(took));
+        span.record("outcome", outcome);
         crate::ops::metrics::global().wasm_call(&self.loaded.name, function, outcome, took);
         crate::actuator::calls::record(function, took, outcome);
         result
@@ -247,6 +271,11 @@ impl ComponentActuator {
     }
 }
 
+/// Milliseconds, for span attributes.
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn parts(r: wit::ExternalResource) -> (String, String) {
     (r.id, r.state)
 }
@@ -255,6 +284,10 @@ fn parts(r: wit::ExternalResource) -> (String, String) {
 impl Actuator for ComponentActuator {
     fn name(&self) -> &str {
         &self.loaded.name
+    }
+
+    fn digest(&self) -> Option<&str> {
+        Some(&self.loaded.digest)
     }
 
     fn for_pass(&self) -> Option<Box<dyn Actuator>> {

@@ -27,6 +27,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use tracing::Instrument;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 /// Errors of this module.
@@ -561,11 +562,16 @@ impl WasiHttpHooks for EgressHooks {
     ) -> SendFuture {
         let egress = Arc::clone(&self.egress);
         let policy = &egress.policy;
+        // Called from the plugin call's host function: the current span is the call's, and
+        // the request is a child of it even when wasi-http drives it from a task of its own.
+        let span = request_span(&request);
         if !policy.allows(request.uri()) {
-            tracing::warn!(plugin = %egress.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)");
+            span.in_scope(|| tracing::warn!(plugin = %egress.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)"));
             let denied = HttpError::HttpRequestDenied;
             crate::ops::metrics::global()
                 .http_request_failed(&egress.plugin, failure_label(&denied));
+            span.record("error.type", failure_label(&denied));
+            span.record("otel.status_code", "ERROR");
             return Box::new(async { Err(denied) });
         }
         // The guest may ask for shorter timeouts, never longer ones.
@@ -585,18 +591,62 @@ impl WasiHttpHooks for EgressHooks {
                 policy.response_timeout,
             ),
         };
-        Box::new(async move {
-            let response = egress.send(request, options).await.inspect_err(|e| {
-                tracing::debug!(plugin = %egress.plugin, error = %e, "outbound request failed");
-            })?;
-            // The pool's own tasks drive the connection: nothing is left for the caller to.
-            let io = async { Ok(()) };
-            Ok((
-                response,
-                Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
-            ))
-        })
+        let answered = span.clone();
+        Box::new(
+            async move {
+                let response = egress.send(request, options).await.inspect_err(|e| {
+                    tracing::debug!(plugin = %egress.plugin, error = %e, "outbound request failed");
+                    answered.record("error.type", failure_label(e));
+                    answered.record("otel.status_code", "ERROR");
+                })?;
+                answered.record("http.response.status_code", response.status().as_u16());
+                if let Some(size) = content_length(response.headers()) {
+                    answered.record("http.response.body.size", size);
+                }
+                if response.status().is_client_error() || response.status().is_server_error() {
+                    answered.record("otel.status_code", "ERROR");
+                }
+                // The pool's own tasks drive the connection: nothing is left for the caller to.
+                let io = async { Ok(()) };
+                Ok((
+                    response,
+                    Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                ))
+            }
+            .instrument(span),
+        )
     }
+}
+
+/// The span of one outbound request ([`crate::ops::traces`]): method, destination and sizes, never a
+/// header value or a body.
+fn request_span(request: &http::Request<WasiBody>) -> tracing::Span {
+    let uri = request.uri();
+    let method = request.method().as_str();
+    tracing::info_span!(
+        crate::ops::traces::HTTP,
+        otel.name = format!("HTTP {method}"),
+        otel.kind = "client",
+        http.request.method = method,
+        url.scheme = uri.scheme_str(),
+        server.address = uri.host(),
+        server.port = uri.port_u16(),
+        http.request.body.size = content_length(request.headers()),
+        http.response.status_code = tracing::field::Empty,
+        http.response.body.size = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// `Content-Length`, when the message says it.
+fn content_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

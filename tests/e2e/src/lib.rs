@@ -76,9 +76,22 @@ pub struct TestEnv {
     pub rabbitmq: Option<RabbitMq>,
     /// `ORCHARD_TESTENV_LOGS`: directory with one log file per system.
     pub logs: PathBuf,
+    /// The OpenTelemetry Collector; `None` in an environment started before it was part of it.
+    pub otlp: Option<Otlp>,
     /// `ORCHARD_TESTENV_CA`: the PEM of the environment's own CA (it signed the apiserver's
     /// and RabbitMQ's HTTPS certificates).
     pub ca_file: PathBuf,
+}
+
+/// The OpenTelemetry Collector of the test environment.
+#[derive(Debug, Clone)]
+pub struct Otlp {
+    /// `ORCHARD_OTLP_ENDPOINT`: its OTLP/HTTP base URL, e.g. `http://127.0.0.1:40127` (an
+    /// exporter appends `/v1/traces`).
+    pub endpoint: String,
+    /// `ORCHARD_OTLP_TRACES_FILE`: where its file exporter writes what it receives, one OTLP
+    /// JSON `TracesData` per line.
+    pub traces_file: PathBuf,
 }
 
 /// RabbitMQ of the test environment (absent when `up` ran with `--without-rabbitmq`).
@@ -170,6 +183,16 @@ impl TestEnv {
             auth_registry_user: get("ORCHARD_AUTH_REGISTRY_USER")?,
             auth_registry_password: get("ORCHARD_AUTH_REGISTRY_PASSWORD")?,
             rabbitmq,
+            otlp: match (
+                vars.get("ORCHARD_OTLP_ENDPOINT"),
+                vars.get("ORCHARD_OTLP_TRACES_FILE"),
+            ) {
+                (Some(endpoint), Some(file)) => Some(Otlp {
+                    endpoint: endpoint.clone(),
+                    traces_file: file.into(),
+                }),
+                _ => None,
+            },
             logs: get("ORCHARD_TESTENV_LOGS")?.into(),
             ca_file: get("ORCHARD_TESTENV_CA")?.into(),
         })

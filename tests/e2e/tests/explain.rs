@@ -1,7 +1,8 @@
-//! `orchard explain` against the real apiserver and a real host: an object's verdict, the
-//! host that serves it (from its presence Lease), its last passes and their plugin calls
-//! (from that host's admin server, found through the Lease), its Events — and, once paused
-//! or once its host has stopped, the verdict says so.
+//! Seeing what an object does, against the real apiserver, PowerDNS and OpenTelemetry
+//! Collector: `orchard explain` gives an object's verdict, the host that serves it (from its
+//! presence Lease), its last passes and their plugin calls (from that host's admin server,
+//! found through the Lease), its Events — and, once paused, waiting, retried or once its host
+//! has stopped, the verdict says so; a traced host exports each pass as one trace.
 
 use std::process::Command;
 
@@ -189,5 +190,364 @@ async fn explain_shows_the_verdict_the_serving_host_the_last_passes_and_calls_an
     s.delete(ZONE, "z").await?;
     s.wait_gone(ZONE, "z").await?;
     ensure!(pdns.zone(&zone).await?.is_none());
+    Ok(())
+}
+
+/// A zone whose credentials Secret does not exist yet, and one whose Secret points at an
+/// address nothing serves (every pass fails, transiently): `orchard explain` says which
+/// Secret it waits for and that the other is retried with backoff, with its next pass.
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_says_what_a_zone_waits_for_and_when_a_failing_one_is_retried() -> anyhow::Result<()>
+{
+    // The host may reach that address (allowed), but nothing listens there.
+    let env = orchard_e2e::TestEnv::load()?;
+    let closed = format!("http://127.0.0.1:{}", free_port()?);
+    let mut spec = pdns::host_spec(&env);
+    spec.allow_hosts.push(closed.clone());
+    let mut s = Harness::new("explain-wait", spec).await?;
+    let admin = format!("127.0.0.1:{}", free_port()?);
+    let _host = s.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
+
+    let waiting = format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: w}}\nspec:\n  credentialsRef: {{secretName: not-yet}}\n  resource: {{name: \"{}\"}}\n",
+        pdns::zone_name(&s, "waiting")
+    );
+    s.apply(&waiting).await?;
+    s.wait_condition(ZONE, "w", "Progressing", "True", None)
+        .await?;
+    let text = poll_until(CONVERGE, "explain to show the wait", || async {
+        let text = explain(&s, &["dnszone/w"])?;
+        Ok(text.contains("Next pass:").then_some(text))
+    })
+    .await?;
+    let verdict = text.lines().nth(1).unwrap_or_default();
+    ensure!(
+        verdict.contains("Waiting for Secret/not-yet to be created"),
+        "the verdict names the Secret: {text}"
+    );
+    ensure!(
+        text.contains(
+            "Next pass:      at the next change of the object, a dependency or its Secret"
+        ),
+        "a wait has no timer: {text}"
+    );
+
+    // Nothing listens on that port: each pass fails before PowerDNS, and is retried.
+    s.create_secret("closed", &[("url", &closed), ("apiKey", "k")])
+        .await?;
+    let failing = format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: b}}\nspec:\n  credentialsRef: {{secretName: closed}}\n  resource: {{name: \"{}\"}}\n",
+        pdns::zone_name(&s, "backoff")
+    );
+    s.apply(&failing).await?;
+    s.wait_condition(ZONE, "b", "Progressing", "True", Some("TransientError"))
+        .await?;
+    let json: Value = poll_until(CONVERGE, "explain to show the retry", || async {
+        let json: Value = serde_json::from_str(&explain(&s, &["dnszone/b", "-o", "json"])?)?;
+        Ok((json["journal"]["next"]["why"] == "retry").then_some(json))
+    })
+    .await?;
+    ensure!(
+        json["verdict"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("failing, retried with backoff: ")),
+        "{json}"
+    );
+    ensure!(
+        json["journal"]["next"]["at"].is_string(),
+        "a retry has a time: {json}"
+    );
+    ensure!(
+        json["journal"]["passes"][0]["outcome"] == "TransientError",
+        "{json}"
+    );
+    let text = explain(&s, &["dnszone/b"])?;
+    ensure!(
+        text.lines()
+            .any(|l| l.starts_with("Next pass:      retry, in ")
+                || l.starts_with("Next pass:      retry, 0s ago")),
+        "{text}"
+    );
+    Ok(())
+}
+
+/// One span of the collector's file, flattened.
+#[derive(Debug, Clone)]
+struct Span {
+    trace: String,
+    id: String,
+    parent: String,
+    name: String,
+    start: u128,
+    end: u128,
+    attributes: std::collections::BTreeMap<String, String>,
+    /// OTLP status code: 0 unset, 1 ok, 2 error.
+    status: i64,
+    status_message: String,
+}
+
+/// An OTLP JSON attribute value as text (OTLP JSON writes 64-bit integers as strings).
+fn attribute_text(value: &Value) -> String {
+    match value {
+        Value::Object(map) => map.values().next().map_or_else(String::new, |v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }),
+        other => other.to_string(),
+    }
+}
+
+/// Every span of trace `trace` in the collector's file (one OTLP JSON `TracesData` per line).
+fn spans_of(file: &std::path::Path, trace: &str) -> anyhow::Result<Vec<Span>> {
+    // The collector creates the file at its first export.
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
+    };
+    let nanos = |v: &Value| -> u128 {
+        v.as_str()
+            .and_then(|s| s.parse().ok())
+            .or_else(|| v.as_u64().map(u128::from))
+            .unwrap_or_default()
+    };
+    let mut spans = Vec::new();
+    // The last line may be half written.
+    for data in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        let resource_spans = data["resourceSpans"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for scope in resource_spans
+            .iter()
+            .flat_map(|r| r["scopeSpans"].as_array().cloned().unwrap_or_default())
+        {
+            for span in scope["spans"].as_array().into_iter().flatten() {
+                if span["traceId"] != trace {
+                    continue;
+                }
+                spans.push(Span {
+                    trace: trace.to_owned(),
+                    id: span["spanId"].as_str().unwrap_or_default().to_owned(),
+                    parent: span["parentSpanId"].as_str().unwrap_or_default().to_owned(),
+                    name: span["name"].as_str().unwrap_or_default().to_owned(),
+                    start: nanos(&span["startTimeUnixNano"]),
+                    end: nanos(&span["endTimeUnixNano"]),
+                    attributes: span["attributes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|a| {
+                            (
+                                a["key"].as_str().unwrap_or_default().to_owned(),
+                                attribute_text(&a["value"]),
+                            )
+                        })
+                        .collect(),
+                    status: span["status"]["code"].as_i64().unwrap_or_default(),
+                    status_message: span["status"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                });
+            }
+        }
+    }
+    Ok(spans)
+}
+
+/// The one span named `name` whose parent is `parent` (a missing or doubled one is an error
+/// showing the whole trace).
+fn child<'a>(spans: &'a [Span], parent: &str, name: &str) -> anyhow::Result<&'a Span> {
+    let found: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent == parent && s.name == name)
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one),
+        _ => anyhow::bail!(
+            "{} spans {name:?} under {parent:?} in trace {}: {spans:#?}",
+            found.len(),
+            spans.first().map_or("", |s| s.trace.as_str())
+        ),
+    }
+}
+
+/// The trace id an Event note ends with: `… (trace <32 hex digits>)`.
+fn trace_of(note: &str) -> anyhow::Result<String> {
+    let id = note
+        .rsplit_once("(trace ")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .with_context(|| format!("no trace id in the Event note {note:?}"))?;
+    ensure!(
+        id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "not a trace id: {id:?}"
+    );
+    Ok(id.to_owned())
+}
+
+/// The note of the Event `reason` on object `name`, once it is there.
+async fn event_note(s: &Harness, name: &str, reason: &str) -> anyhow::Result<String> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(s.client.clone(), &s.ns);
+    poll_until(
+        CONVERGE,
+        &format!("the {reason} Event on {name}"),
+        || async {
+            Ok(events
+                .list(&kube::api::ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        && e.reason.as_deref() == Some(reason)
+                })
+                .and_then(|e| e.note))
+        },
+    )
+    .await
+}
+
+/// The spans of `trace` once the collector holds its span `last` (the root: it ends after
+/// its children, which were exported with it or before; the batch goes every 100 ms here).
+async fn trace_with(
+    otlp: &orchard_e2e::Otlp,
+    trace: &str,
+    last: &str,
+) -> anyhow::Result<Vec<Span>> {
+    poll_until(
+        CONVERGE,
+        &format!("the collector to hold span {last:?} of trace {trace}"),
+        || async {
+            let spans = spans_of(&otlp.traces_file, trace)?;
+            Ok(spans.iter().any(|s| s.name == last).then_some(spans))
+        },
+    )
+    .await
+}
+
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, a zone's create is one trace in the real
+/// collector: the pass, its plugin calls, each call's HTTP request to PowerDNS, and the
+/// status write after the create; the Event and the host's log carry the trace id. A
+/// create PowerDNS refuses shows the refused request and the error reason in its trace.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_traced_zone_create_is_one_trace_from_the_pass_to_each_call_request_and_write()
+-> anyhow::Result<()> {
+    let (mut s, pdns) = pdns::harness("traces").await?;
+    let otlp = s.env.otlp.clone().context(
+        "the test environment has no OpenTelemetry Collector: restart it (tests/env/testenv.sh down && up)",
+    )?;
+    let host = s.start_host(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ])?;
+    let zone = pdns::zone_name(&s, "traced");
+    s.apply(&zone_yaml("z", &zone)).await?;
+    s.wait_ready(ZONE, "z").await?;
+    ensure!(pdns.zone(&zone).await?.is_some());
+
+    let trace = trace_of(&event_note(&s, "z", "Created").await?)?;
+    let spans = trace_with(&otlp, &trace, "reconcile DnsZone").await?;
+    let root = child(&spans, "", "reconcile DnsZone")?;
+    for (key, value) in [
+        ("object", "z"),
+        ("namespace", s.ns.as_str()),
+        ("plugin", "pdns-zone"),
+        ("generation", "1"),
+    ] {
+        ensure!(
+            root.attributes.get(key).map(String::as_str) == Some(value),
+            "{key} of the pass: {root:#?}"
+        );
+    }
+    ensure!(
+        root.attributes
+            .get("plugin.digest")
+            .is_some_and(|d| d.starts_with("sha256:")),
+        "{root:#?}"
+    );
+    ensure!(root.status != 2, "the pass succeeded: {root:#?}");
+    let create = child(&spans, &root.id, "create")?;
+    ensure!(
+        create.attributes.get("outcome").map(String::as_str) == Some("ok"),
+        "{create:#?}"
+    );
+    let post = child(&spans, &create.id, "HTTP POST")?;
+    ensure!(
+        post.attributes
+            .get("http.response.status_code")
+            .map(String::as_str)
+            == Some("201"),
+        "{post:#?}"
+    );
+    ensure!(
+        post.attributes.get("server.address").map(String::as_str) == Some("127.0.0.1"),
+        "{post:#?}"
+    );
+    ensure!(
+        !post
+            .attributes
+            .keys()
+            .any(|k| k.contains("header") || k.contains("body.content")),
+        "never a header or a body: {post:#?}"
+    );
+    let status = child(&spans, &root.id, "apply status DnsZone")?;
+    ensure!(
+        create.end <= status.start && status.end <= root.end,
+        "the status is written after the create, within the pass: {spans:#?}"
+    );
+
+    // PowerDNS refuses the zone (a nameserver that is not a host name): the create's request
+    // fails with 422, and the pass's error says why.
+    let refused = pdns::zone_name(&s, "refused");
+    s.apply(&format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata: {{name: r}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{name: \"{refused}\", nameservers: [\"not a host name\"]}}\n"
+    ))
+    .await?;
+    s.wait_condition(
+        ZONE,
+        "r",
+        "Progressing",
+        "False",
+        Some("InvalidConfiguration"),
+    )
+    .await?;
+    let trace = trace_of(&event_note(&s, "r", "InvalidConfiguration").await?)?;
+    let spans = trace_with(&otlp, &trace, "reconcile DnsZone").await?;
+    let root = child(&spans, "", "reconcile DnsZone")?;
+    ensure!(
+        root.status == 2
+            && root.attributes.get("outcome").map(String::as_str) == Some("InvalidConfiguration")
+            && root.status_message.contains("HTTP 422"),
+        "the pass failed, saying why: {root:#?}"
+    );
+    let create = child(&spans, &root.id, "create")?;
+    let post = child(&spans, &create.id, "HTTP POST")?;
+    ensure!(
+        post.attributes
+            .get("http.response.status_code")
+            .map(String::as_str)
+            == Some("422")
+            && post.status == 2,
+        "{post:#?}"
+    );
+    ensure!(pdns.zone(&refused).await?.is_none());
+    let log = std::fs::read_to_string(&host.log)?;
+    ensure!(
+        log.lines().any(|l| l.contains("pass failed")
+            && l.contains("object=r ")
+            && l.contains(&format!("trace_id=\"{trace}\""))),
+        "the failed pass's log line carries its trace id ({})",
+        host.log.display()
+    );
+
+    s.delete(ZONE, "z").await?;
+    s.delete(ZONE, "r").await?;
+    s.wait_gone(ZONE, "z").await?;
+    s.wait_gone(ZONE, "r").await?;
     Ok(())
 }
