@@ -498,6 +498,7 @@ pub fn verdict(e: &Explanation) -> String {
         ("True", "TransientError") => {
             format!("failing, retried with backoff: {}", p.message)
         }
+        ("True", "Progressing") => format!("progressing: {}", p.message),
         ("True", reason) => format!("progressing ({reason}): {}", p.message),
         _ => format!(
             "Available {}, Progressing {}",
@@ -540,6 +541,20 @@ pub fn render(e: &Explanation, now: Timestamp) -> String {
         yes(e.create_pending),
         yes(e.deleting)
     );
+    if let Some(c) = e.journal.as_ref().and_then(|j| j.claim.as_ref()) {
+        let claim = match (&c.other, c.other_holds_it) {
+            (None, _) => format!("holds {} (no other object shows it)", c.id),
+            (Some(other), true) => format!(
+                "refused: {} is held by {other} (older); this object never writes or deletes it",
+                c.id
+            ),
+            (Some(other), false) => format!(
+                "holds {} ({other}, newer, shows it too and is refused)",
+                c.id
+            ),
+        };
+        let _ = writeln!(out, "Claim:          {claim}");
+    }
     let _ = writeln!(out, "\nConditions:");
     if e.conditions.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -735,7 +750,7 @@ mod tests {
         )]);
         assert_eq!(
             verdict(&waiting),
-            "progressing (Progressing): Waiting for DnsZone/z to be available"
+            "progressing: Waiting for DnsZone/z to be available"
         );
     }
 
@@ -800,6 +815,11 @@ mod tests {
                 at: None,
                 why: "change".into(),
             }),
+            claim: Some(crate::ops::journal::Claim {
+                id: "z.example.".into(),
+                other: None,
+                other_holds_it: false,
+            }),
         });
         let text = render(&e, now);
         let lines: Vec<&str> = text.lines().collect();
@@ -815,5 +835,9 @@ mod tests {
         );
         assert!(text.contains("create") && text.contains("7 ms"), "{text}");
         assert!(text.contains("at the next change of the object"), "{text}");
+        assert!(
+            text.contains("Claim:          holds z.example. (no other object shows it)"),
+            "{text}"
+        );
     }
 }

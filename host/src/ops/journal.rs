@@ -62,6 +62,18 @@ pub struct NextPass {
     pub why: Cow<'static, str>,
 }
 
+/// The object's claim on its external id ([`crate::reconcile::claims`]), as its last pass left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Claim {
+    /// The external id (`status.id`, or the one the pass recorded).
+    pub id: String,
+    /// Another live object that shows the same id (`namespace/name`), if any.
+    pub other: Option<String>,
+    /// That other object ranks first (older): it holds the id, this object is refused.
+    pub other_holds_it: bool,
+}
+
 /// What the journal knows of one object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -86,6 +98,9 @@ pub struct ObjectJournal {
     pub message: Option<String>,
     /// The next pass.
     pub next: Option<NextPass>,
+    /// Its claim on its external id, once it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
 }
 
 /// One pass, as the reconciler records it.
@@ -105,6 +120,8 @@ pub struct Entry<'a> {
     pub message: Option<String>,
     /// What comes next.
     pub next: NextPass,
+    /// The object's claim on its external id after the pass.
+    pub claim: Option<Claim>,
 }
 
 /// The journal of every object a host passed.
@@ -168,6 +185,7 @@ impl Journal {
             calls: Vec::new(),
             message: None,
             next: None,
+            claim: None,
         });
         let state = state_of(&entry.line.outcome);
         if journal.state != state {
@@ -197,6 +215,7 @@ impl Journal {
         }
         journal.message = entry.message.map(|m| bounded(&m));
         journal.next = Some(entry.next);
+        journal.claim = entry.claim;
     }
 
     /// Forgets an object that is gone.
@@ -277,6 +296,7 @@ mod tests {
                 at: None,
                 why: Cow::Borrowed("change"),
             },
+            claim: None,
         }
     }
 

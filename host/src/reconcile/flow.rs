@@ -211,8 +211,30 @@ fn journal(
                 at: next,
                 why: Cow::Borrowed(why),
             },
+            claim: claim(obj, ctx, outcome),
         },
     );
+}
+
+/// The object's claim on its external id after the pass: the id it holds or was refused, and
+/// another live object that shows the same id.
+fn claim(
+    obj: &DynamicObject,
+    ctx: &Context,
+    outcome: &Result<(Pass, Next), Error>,
+) -> Option<crate::ops::journal::Claim> {
+    let id = match outcome.as_ref().map(|(pass, _)| &pass.id) {
+        Ok(StatusId::Set(id)) => id.clone(),
+        Ok(StatusId::Clear) => return None,
+        Ok(StatusId::Keep) | Err(_) => obj.data["status"]["id"].as_str()?.to_owned(),
+    };
+    let other = ctx.claims.other_holder(obj, &id);
+    let other_holds_it = ctx.claims.senior_holder(obj, &id).is_some();
+    Some(crate::ops::journal::Claim {
+        id,
+        other: other.map(|h| h.key),
+        other_holds_it,
+    })
 }
 
 /// One pass: what it found and what comes next. `Err` only when the Kubernetes API failed

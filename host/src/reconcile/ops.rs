@@ -27,6 +27,20 @@ pub fn truncate(text: &str, max: usize) -> String {
     crate::actuator::contract::cut(text, max, TRUNCATED)
 }
 
+/// The span of one write of a pass to the apiserver ([`crate::ops::traces`]): which write, on
+/// which object of which kind, and how it ended.
+fn write_span(write: &'static str, kind: &str, obj: &DynamicObject) -> tracing::Span {
+    tracing::info_span!(
+        crate::ops::traces::API,
+        otel.name = format!("{write} {kind}"),
+        otel.kind = "client",
+        k8s.namespace.name = %obj.stored_namespace(),
+        k8s.object.name = %obj.name_any(),
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+    )
+}
+
 /// Runs `write` in `span`, which says whether it failed and why.
 async fn traced<T>(
     span: tracing::Span,
@@ -174,16 +188,7 @@ impl KubeOps {
     /// The span of one write of the pass ([`crate::ops::traces`]): which write, on which
     /// object, and how it ended.
     fn write_span(&self, write: &'static str, obj: &DynamicObject) -> tracing::Span {
-        tracing::info_span!(
-            crate::ops::traces::API,
-            otel.name = format!("{write} {}", self.resource.kind),
-            otel.kind = "client",
-            k8s.resource = %self.resource.plural,
-            k8s.namespace.name = %obj.stored_namespace(),
-            k8s.object.name = %obj.name_any(),
-            otel.status_code = tracing::field::Empty,
-            otel.status_description = tracing::field::Empty,
-        )
+        write_span(write, &self.resource.kind, obj)
     }
 
     fn body(&self, obj: &DynamicObject, mut body: Value) -> Value {
@@ -292,12 +297,15 @@ impl ObjectOps for KubeOps {
         let Some(cache) = self.dependencies.get(kind) else {
             return Ok(());
         };
-        super::deps::apply_guard(
-            &self.client,
-            &cache.resource,
-            &self.names.guard_manager,
-            dep,
-            json!([self.names.guard_finalizer]),
+        traced(
+            write_span("guard", &cache.resource.kind, dep),
+            super::deps::apply_guard(
+                &self.client,
+                &cache.resource,
+                &self.names.guard_manager,
+                dep,
+                json!([self.names.guard_finalizer]),
+            ),
         )
         .await
     }

@@ -995,6 +995,16 @@ async fn a_status_id_edited_to_an_older_objects_id_is_refused_without_calling_th
         "ext-a",
         "status.id stays as it was"
     );
+    // The journal (orchard explain) says who holds the id.
+    let j = b.journaled_pass().await.expect("journaled");
+    assert_eq!(
+        j.claim,
+        Some(crate::ops::journal::Claim {
+            id: "ext-a".into(),
+            other: Some("ns/a".into()),
+            other_holds_it: true,
+        })
+    );
 }
 
 #[tokio::test]
@@ -2543,6 +2553,15 @@ async fn each_way_a_pass_ends_is_journaled_with_its_calls_and_next_pass_at_no_ex
     assert_eq!(
         (j.instance.as_str(), j.plugin.as_str(), j.kind.as_str()),
         ("orchard", "fake", "Thing")
+    );
+    assert_eq!(
+        j.claim,
+        Some(crate::ops::journal::Claim {
+            id: "ext-a".into(),
+            other: None,
+            other_holds_it: false,
+        }),
+        "the id it recorded, held alone"
     );
 
     // Up to date: skipped, no write, no call; the creating pass's calls stay.

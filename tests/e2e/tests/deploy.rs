@@ -195,6 +195,40 @@ async fn the_helm_chart_gives_the_plugins_the_clusters_ca_from_a_config_map() ->
     Ok(())
 }
 
+#[tokio::test]
+async fn the_helm_chart_turns_traces_on_with_the_standard_otlp_variables_only_when_asked()
+-> anyhow::Result<()> {
+    let env = TestEnv::load()?;
+    let rendered = run(&mut helm_template(
+        &env,
+        "traces.otlpEndpoint=http://otel-collector.observability:4318,traces.sampleRatio=0.25",
+    ))?;
+    let manifests = docs(&rendered)?;
+    let container = &the_deployment(&manifests)?["spec"]["template"]["spec"]["containers"][0];
+    let value = |name: &str| {
+        container["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        value("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        Some(Value::from("http://otel-collector.observability:4318"))
+    );
+    assert_eq!(value("OTEL_SERVICE_NAME"), Some(Value::from("orchard")));
+    assert_eq!(
+        value("ORCHARD_TRACE_SAMPLE_RATIO"),
+        Some(Value::from("0.25"))
+    );
+    server_dry_run(&env, &manifests)?;
+
+    let plain = run(&mut helm_template(&env, "replicas=2"))?;
+    assert!(!plain.contains("OTEL_"), "no traces by default: {plain}");
+    Ok(())
+}
+
 /// The one Deployment among rendered manifests.
 fn the_deployment(manifests: &[Value]) -> anyhow::Result<&Value> {
     manifests
