@@ -89,4 +89,4 @@ bash "$SCRIPT_DIR/../../sdk/install-tools.sh"
 
 "$SCRIPT_DIR/build-k8s.sh" >/dev/null
 log "ready (kube-apiserver + etcd in $("$SCRIPT_DIR/build-k8s.sh"))"
-log "interop tools (helm, cosign, oras) in $("$SCRIPT_DIR/build-tools.sh")"
+log "interop tools (helm, cosign, oras, promtool) in $("$SCRIPT_DIR/build-tools.sh")"
