@@ -319,9 +319,9 @@ fn from_object(
             .iter()
             .any(|f| f.starts_with("orchard.dev/")),
         paused: annotations
-            .get(crate::reconcile::flow::PAUSED)
+            .get(crate::reconcile::annotations::PAUSED)
             .is_some_and(|v| v == "true"),
-        create_pending: annotations.contains_key(crate::reconcile::flow::CREATE_PENDING),
+        create_pending: annotations.contains_key(crate::reconcile::annotations::CREATE_PENDING),
         deleting: obj.metadata.deletion_timestamp.is_some(),
         events: Vec::new(),
         hosts: None,
@@ -459,7 +459,7 @@ pub fn verdict(e: &Explanation) -> String {
     if e.paused {
         return format!(
             "paused (annotation {}=true): no call to the external system{} until it is removed",
-            crate::reconcile::flow::PAUSED,
+            crate::reconcile::annotations::PAUSED,
             if e.deleting {
                 ", not even its deletion,"
             } else {

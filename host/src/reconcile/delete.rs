@@ -13,9 +13,9 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
+use super::answer::{answer, call_failure};
 use super::deps::{self, Purpose};
 use super::envelope::Envelope;
-use super::flow::{answer, call_failure};
 use super::ops::{Note, OwnMetadata};
 use super::status::Pass;
 use super::{Context, Error, has_finalizer};

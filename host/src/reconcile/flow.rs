@@ -30,24 +30,13 @@ use kube::api::DynamicObject;
 use rand::Rng;
 use tracing::Instrument;
 
+use super::annotations::{CREATE_PENDING, PAUSED, RECONCILE_NOW};
 use super::envelope::{self, Envelope};
 use super::ops::{Note, SecretWrite};
 use super::status::{self, OwnWritten, Pass, StatusId};
 use super::{Context, Error, PassRecord, deps, has_finalizer};
-use crate::actuator::{CallError, CallResult, Failure, Progress};
+use crate::actuator::{Failure, Progress};
 use crate::reconcile::StoredMeta;
-
-/// Annotation set while a create is in flight; an interrupted create is never repeated blindly.
-pub const CREATE_PENDING: &str = "orchard.dev/create-pending";
-
-/// Annotation of the operator: `"true"` stops every external call for the object (create,
-/// update, delete) until it is removed or set to anything else.
-pub const PAUSED: &str = "orchard.dev/paused";
-
-/// Annotation of the operator: each new value (e.g. a timestamp, `kubectl annotate
-/// --overwrite`) asks for one full pass now, even of an up-to-date object or one in a
-/// terminal state.
-pub const RECONCILE_NOW: &str = "orchard.dev/reconcile-now";
 
 /// Delay before refetching a resource a reconciler changed.
 const REFRESH: Duration = Duration::from_millis(50);
@@ -393,19 +382,6 @@ fn resync_period(envelope: &Envelope, ctx: &Context) -> Option<Duration> {
         .resync
         .or(ctx.settings.default_resync)
         .filter(|p| !p.is_zero())
-}
-
-/// An actuator call that produced no answer is a transient failure of this pass.
-pub(super) fn call_failure(e: &CallError) -> Failure {
-    tracing::warn!(plugin = e.plugin(), error = %e, "plugin call failed");
-    Failure::Transient(e.to_string())
-}
-
-/// The actuator's answer, with a call that produced none folded into a transient failure.
-pub(super) fn answer<T>(result: CallResult<Result<T, Failure>>) -> Result<T, Failure> {
-    result
-        .map_err(|e| call_failure(&e))
-        .and_then(std::convert::identity)
 }
 
 /// Phase 7: one server-side apply of the status subresource, when anything changed. If the

@@ -16,6 +16,8 @@
 //!
 //! [`run`] wires them to the apiserver.
 
+pub mod annotations;
+pub mod answer;
 pub mod backoff;
 pub mod cache;
 pub mod claims;

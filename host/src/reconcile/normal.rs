@@ -20,10 +20,11 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
+use super::annotations::CREATE_PENDING;
+use super::answer::{answer, call_failure};
 use super::claims::Holder;
 use super::deps::{self, Purpose};
 use super::envelope::{Envelope, Import};
-use super::flow::{CREATE_PENDING, answer, call_failure};
 use super::ops::{Note, OwnMetadata};
 use super::status::{OwnWritten, Pass, StatusId};
 use super::{Context, Error, has_finalizer};

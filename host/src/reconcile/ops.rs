@@ -210,7 +210,7 @@ impl ObjectOps for KubeOps {
         };
         let mut body = json!({"metadata": {"finalizers": finalizers}});
         if let Some(since) = &meta.create_pending {
-            body["metadata"]["annotations"] = json!({super::flow::CREATE_PENDING: since});
+            body["metadata"]["annotations"] = json!({super::annotations::CREATE_PENDING: since});
         }
         let params = PatchParams::apply(&self.names.finalizer_manager).force();
         traced(self.write_span("apply metadata", obj), async {

@@ -13,8 +13,9 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
+use super::annotations::CREATE_PENDING;
 use super::claims::Claims;
-use super::flow::{CREATE_PENDING, Next, reconcile_object};
+use super::flow::{Next, reconcile_object};
 use super::ops::{Note, ObjectOps, OwnMetadata};
 use super::status::Pass;
 use super::{Context, Error, Settings, StoredMeta};
@@ -1709,7 +1710,7 @@ fn annotate(w: &World, key: &str, value: Option<&str>) {
 #[tokio::test]
 async fn a_paused_object_gets_no_plugin_call_and_says_paused_until_unpaused() {
     let w = World::new(managed("a"));
-    annotate(&w, super::flow::PAUSED, Some("true"));
+    annotate(&w, super::annotations::PAUSED, Some("true"));
     let (pass, next) = w.pass().await;
     assert!(pass.paused);
     assert_eq!(next, Next::Wait);
@@ -1724,7 +1725,7 @@ async fn a_paused_object_gets_no_plugin_call_and_says_paused_until_unpaused() {
     assert_eq!(w.cluster.writes(), []);
 
     // Unpaused (the annotation's change is a trigger): the pass the pause held back.
-    annotate(&w, super::flow::PAUSED, None);
+    annotate(&w, super::annotations::PAUSED, None);
     w.pass().await;
     assert_eq!(
         kinds(&w.cluster.writes()),
@@ -1744,7 +1745,7 @@ async fn a_paused_object_gets_no_plugin_call_and_says_paused_until_unpaused() {
 async fn deleting_a_paused_object_waits_with_its_finalizer_and_its_resource() {
     let w = World::new(managed("a"));
     w.pass().await;
-    annotate(&w, super::flow::PAUSED, Some("true"));
+    annotate(&w, super::annotations::PAUSED, Some("true"));
     w.delete();
     w.system.calls();
     w.cluster.writes();
@@ -1763,7 +1764,7 @@ async fn deleting_a_paused_object_waits_with_its_finalizer_and_its_resource() {
     );
     assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
 
-    annotate(&w, super::flow::PAUSED, Some("false"));
+    annotate(&w, super::annotations::PAUSED, Some("false"));
     let (pass, _) = w.pass().await;
     assert!(pass.released);
     assert!(!w.system.has("ext-a"));
@@ -1782,7 +1783,7 @@ async fn a_paused_object_that_detaches_is_released_at_once() {
         json!({"resource": {"name": "a"}, "managedOptions": {"onDelete": "detach"}}),
     ));
     w.pass().await;
-    annotate(&w, super::flow::PAUSED, Some("true"));
+    annotate(&w, super::annotations::PAUSED, Some("true"));
     w.delete();
     w.system.calls();
     w.cluster.writes();
@@ -1806,7 +1807,11 @@ async fn each_new_reconcile_now_value_runs_one_full_pass_of_an_up_to_date_object
     assert!(w.system.calls().is_empty(), "up to date");
 
     w.cluster.writes();
-    annotate(&w, super::flow::RECONCILE_NOW, Some("2026-12-01T14:00:00Z"));
+    annotate(
+        &w,
+        super::annotations::RECONCILE_NOW,
+        Some("2026-12-01T14:00:00Z"),
+    );
     w.pass().await;
     assert_eq!(
         w.system.calls(),
@@ -1821,7 +1826,11 @@ async fn each_new_reconcile_now_value_runs_one_full_pass_of_an_up_to_date_object
     assert!(w.system.calls().is_empty(), "the same value asks once");
     assert_eq!(w.cluster.writes(), []);
 
-    annotate(&w, super::flow::RECONCILE_NOW, Some("2026-12-01T14:05:00Z"));
+    annotate(
+        &w,
+        super::annotations::RECONCILE_NOW,
+        Some("2026-12-01T14:05:00Z"),
+    );
     w.pass().await;
     assert!(!w.system.calls().is_empty(), "a new value asks again");
 }
@@ -1841,7 +1850,7 @@ async fn a_reconcile_now_value_retries_a_terminal_failure() {
     );
 
     *w.system.create.lock().unwrap() = CreateMode::Works;
-    annotate(&w, super::flow::RECONCILE_NOW, Some("1"));
+    annotate(&w, super::annotations::RECONCILE_NOW, Some("1"));
     w.pass().await;
     assert_eq!(
         w.system.calls().iter().filter(|c| *c == "create").count(),
@@ -2572,7 +2581,7 @@ async fn each_way_a_pass_ends_is_journaled_with_its_calls_and_next_pass_at_no_ex
     assert_eq!(journaled_calls(&j), CREATING_PASS);
 
     // Paused: one status write, no call.
-    annotate(&w, super::flow::PAUSED, Some("true"));
+    annotate(&w, super::annotations::PAUSED, Some("true"));
     let j = w.journaled_pass().await.unwrap();
     assert_eq!(kinds(&w.cluster.writes()), ["status(id=\"ext-a\")"]);
     assert!(w.system.calls().is_empty());
@@ -2580,7 +2589,7 @@ async fn each_way_a_pass_ends_is_journaled_with_its_calls_and_next_pass_at_no_ex
     assert_eq!(j.passes.len(), crate::ops::journal::PASSES, "bounded");
 
     // Deleted: released, and forgotten.
-    annotate(&w, super::flow::PAUSED, None);
+    annotate(&w, super::annotations::PAUSED, None);
     w.delete();
     assert_eq!(w.journaled_pass().await, None);
     assert_eq!(w.system.calls(), ["get-by-id", "delete", "get-by-id"]);

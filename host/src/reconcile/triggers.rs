@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::flow::CREATE_PENDING;
+use super::annotations::CREATE_PENDING;
 use crate::reconcile::StoredMeta;
 
 /// What of an object can start a pass.
