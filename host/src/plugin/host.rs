@@ -8,7 +8,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
@@ -19,33 +18,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Plugin;
+use super::config::PluginHostConfig;
 use super::kind_claims::KindClaims;
 use super::worker::Worker;
 use crate::actuator::Description;
-use crate::oci::{Registry, RegistryOptions};
-use crate::reconcile::Settings;
-use crate::runtime::{PluginConfig, Runtime};
-
-/// Host-wide settings of dynamically loaded plugins.
-#[derive(Clone)]
-pub struct PluginHostConfig {
-    /// The Wasm runtime the components load into.
-    pub runtime: Runtime,
-    /// Registries reached over HTTP, and the content cache.
-    pub registry: RegistryOptions,
-    /// Sandbox defaults (a Plugin's `limits` override them; its `allowedHosts` replace them).
-    pub defaults: PluginConfig,
-    /// Settings of the kinds' controllers (namespace, resync, concurrency…).
-    pub settings: Settings,
-    /// Namespace of pull Secrets that name none (the host's own).
-    pub host_namespace: String,
-    /// How often a tag reference is re-resolved.
-    pub poll_interval: Duration,
-    /// Serve only Plugins matching this label selector.
-    pub selector: Option<String>,
-    /// Install the CRDs of the Plugins' kinds (otherwise only check they are installed).
-    pub install_crds: bool,
-}
+use crate::oci::Registry;
 
 /// Serves the kinds of `Plugin` objects.
 pub struct PluginHost {

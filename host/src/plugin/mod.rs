@@ -7,8 +7,10 @@
 //! - [`kind_claims`]: which plugin serves which kind;
 //! - [`pull_secret`]: registry credentials from a Plugin's pull Secret;
 //! - [`status`]: the Plugin's `Ready` condition, digest and kinds;
+//! - [`config`]: the host-wide settings every worker shares;
 //! - `error`: why a version is not served (its reason is the condition's).
 
+pub mod config;
 mod error;
 pub mod host;
 pub mod kind_claims;
@@ -20,8 +22,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use config::PluginHostConfig;
 pub use error::Error;
-pub use host::{PluginHost, PluginHostConfig};
+pub use host::PluginHost;
 
 /// A plugin served by the host: where its artifact is, how it is verified, what it may do.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::host::PluginHostConfig;
+use super::config::PluginHostConfig;
 use super::kind_claims::KindClaims;
 use super::status::{self, Report};
 use super::{Error, Plugin, PluginSpec};
