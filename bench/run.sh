@@ -9,8 +9,13 @@
 # bench-native), kopf (bench/kopf/operator.py at kopf's defaults: no Events of its own),
 # kopf-events (the same with its handlers' logs posted as Events), orchard-python (the
 # rabbitmq-vhost Python guest), floor (orchard-floor, bench/throughput/src/bin/floor.rs: the
-# least a leak-safe operator asks of the apiserver, the machine's ceiling). Default: all seven,
-# N=1000.
+# least a leak-safe operator asks of the apiserver, the machine's ceiling). Default: those seven,
+# N=1000. Issue 25's stronger peers, only when named: kopf-expert (bench/kopf/expert.py, its own
+# venv from bench/requirements-expert.txt), metacontroller and metacontroller-tuned
+# (metacontroller built from its source by bench/metacontroller/build.sh, a DecoratorController
+# over DnsZone with bench/metacontroller/hooks.py as its hooks; the source is the git dir in
+# ORCHARD_BENCH_METACONTROLLER_GIT, else the newest binary already cached in
+# ~/.cache/orchard-bench/).
 #
 # Options:
 #   --objects N          objects per contender (default 1000; the Python guest: min(N, 200),
@@ -34,6 +39,7 @@ ROOT=$PWD
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 VENV=${ORCHARD_BENCH_VENV:-$HOME/.cache/orchard/bench-venv}
+EXPERT_VENV=${ORCHARD_BENCH_EXPERT_VENV:-$HOME/.cache/orchard/bench-venv-expert}
 
 OBJECTS=1000
 CONTENDERS=orchard-component,orchard-warning,orchard-native,kopf,kopf-events,orchard-python,floor
@@ -44,7 +50,7 @@ BUILD_PLUGINS=1
 PLOT=1
 KEEP_ENV=0
 PASS=()
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --objects) OBJECTS=$2; shift 2 ;;
@@ -78,6 +84,32 @@ if has kopf || has kopf-events || [ "$PLOT" = 1 ]; then
     "$VENV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements.txt
     cp bench/requirements.txt "$stamp"
   fi
+fi
+
+if has kopf-expert; then
+  stamp=$EXPERT_VENV/.bench-requirements
+  if ! cmp -s bench/requirements-expert.txt "$stamp" 2>/dev/null; then
+    say "kopf-expert venv ($EXPERT_VENV)"
+    [ -x "$EXPERT_VENV/bin/python" ] || python3 -m venv "$EXPERT_VENV"
+    "$EXPERT_VENV/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements-expert.txt
+    cp bench/requirements-expert.txt "$stamp"
+  fi
+fi
+
+# ---- metacontroller, from its source (once per commit, cached)
+mc=()
+if has metacontroller || has metacontroller-tuned; then
+  if [ -n "${ORCHARD_BENCH_METACONTROLLER_GIT:-}" ]; then
+    say "metacontroller (bench/metacontroller/build.sh)"
+    mc_bin=$(bash bench/metacontroller/build.sh "$ORCHARD_BENCH_METACONTROLLER_GIT" | tail -n 1)
+  else
+    mc_bin=$(ls -t "${ORCHARD_BENCH_CACHE:-$HOME/.cache/orchard-bench}"/metacontroller-* 2>/dev/null | grep -v -- '-crds.yaml$' | head -n 1 || true)
+  fi
+  [ -n "$mc_bin" ] && [ -x "$mc_bin" ] && [ -f "$mc_bin-crds.yaml" ] || {
+    echo "bench: no metacontroller binary: set ORCHARD_BENCH_METACONTROLLER_GIT to a clone of github.com/metacontroller/metacontroller" >&2
+    exit 1
+  }
+  mc=(--metacontroller-bin "$mc_bin" --metacontroller-crds "$mc_bin-crds.yaml")
 fi
 
 # ---- builds
@@ -143,6 +175,7 @@ rc=0
   --orchard-bin "$BIN_DIR/orchard" "${native[@]}" \
   --plugin-dir "$TARGET/wasm32-wasip2/plugin" \
   --venv "$VENV" --kopf-operator bench/kopf/operator.py --floor-bin "$BIN_DIR/orchard-floor" \
+  --kopf-expert-venv "$EXPERT_VENV" --kopf-expert-operator bench/kopf/expert.py "${mc[@]}" \
   --testenv-dir "$(dirname "$ENV_FILE")" \
   --out "$OUT" --commit "$commit" "${PASS[@]}" || rc=$?
 

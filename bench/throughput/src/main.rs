@@ -39,7 +39,7 @@ struct Args {
     #[arg(long)]
     python_objects: Option<usize>,
     /// Contenders, in order: orchard-component, orchard-warning, orchard-native, kopf,
-    /// kopf-events, orchard-python, floor.
+    /// kopf-events, kopf-expert, metacontroller, metacontroller-tuned, orchard-python, floor.
     #[arg(
         long,
         value_delimiter = ',',
@@ -64,6 +64,29 @@ struct Args {
     /// The kopf operator.
     #[arg(long, default_value = "bench/kopf/operator.py")]
     kopf_operator: PathBuf,
+    /// The kopf-expert operator (issue 25).
+    #[arg(long, default_value = "bench/kopf/expert.py")]
+    kopf_expert_operator: PathBuf,
+    /// The kopf-expert venv (kopf and uvloop: bench/requirements-expert.txt; default: --venv).
+    #[arg(long)]
+    kopf_expert_venv: Option<PathBuf>,
+    /// The metacontroller binary (bench/metacontroller/build.sh).
+    #[arg(long)]
+    metacontroller_bin: Option<PathBuf>,
+    /// metacontroller's CRDs (its manifests/production/metacontroller-crds-v1.yaml), applied
+    /// server-side before a metacontroller contender starts.
+    #[arg(long)]
+    metacontroller_crds: Option<PathBuf>,
+    /// The metacontroller contenders' hook server.
+    #[arg(long, default_value = "bench/metacontroller/hooks.py")]
+    metacontroller_hooks: PathBuf,
+    /// The metacontroller contenders' `DecoratorController` (`{{HOOKS}}`: the hook server's
+    /// address).
+    #[arg(long, default_value = "bench/metacontroller/decorator.json")]
+    metacontroller_decorator: PathBuf,
+    /// The Python that runs the hook server (standard library only).
+    #[arg(long, default_value = "python3")]
+    hooks_python: PathBuf,
     /// The `orchard-floor` binary (the floor contender; default: beside this one).
     #[arg(long)]
     floor_bin: Option<PathBuf>,
@@ -193,6 +216,15 @@ enum Contender {
     /// kopf with its handlers' log lines posted as Events (`settings.posting.loggers = True`),
     /// as Orchard's default `--events normal` posts its own.
     KopfEvents,
+    /// What a seasoned kopf author writes (bench/kopf/expert.py, issue 25): credentials from a
+    /// kopf index of Secrets, async handlers over one aiohttp session, annotations-only
+    /// progress storage, no Event posting, uvloop.
+    KopfExpert,
+    /// metacontroller (built from its source) at its defaults, a `DecoratorController` over
+    /// `DnsZone` whose hooks (bench/metacontroller/hooks.py, one more process) do the job.
+    Metacontroller,
+    /// The same, tuned: [`METACONTROLLER_TUNED`].
+    MetacontrollerTuned,
     OrchardPython,
     /// `orchard-floor` (`src/bin/floor.rs`): the least a leak-safe operator asks of the
     /// apiserver for the `DnsZone` job, i.e. the ceiling of this machine.
@@ -207,10 +239,13 @@ impl Contender {
             "orchard-warning" => Self::OrchardWarning,
             "kopf" => Self::Kopf,
             "kopf-events" => Self::KopfEvents,
+            "kopf-expert" => Self::KopfExpert,
+            "metacontroller" => Self::Metacontroller,
+            "metacontroller-tuned" => Self::MetacontrollerTuned,
             "orchard-python" => Self::OrchardPython,
             "floor" => Self::Floor,
             other => bail!(
-                "unknown contender {other:?} (orchard-component, orchard-warning, orchard-native, kopf, kopf-events, orchard-python, floor)"
+                "unknown contender {other:?} (orchard-component, orchard-warning, orchard-native, kopf, kopf-events, kopf-expert, metacontroller, metacontroller-tuned, orchard-python, floor)"
             ),
         })
     }
@@ -221,6 +256,9 @@ impl Contender {
             Self::OrchardWarning => "orchard-warning",
             Self::Kopf => "kopf",
             Self::KopfEvents => "kopf-events",
+            Self::KopfExpert => "kopf-expert",
+            Self::Metacontroller => "metacontroller",
+            Self::MetacontrollerTuned => "metacontroller-tuned",
             Self::OrchardPython => "orchard-python",
             Self::Floor => "floor",
         }
@@ -232,6 +270,9 @@ impl Contender {
             Self::OrchardWarning => "ow",
             Self::Kopf => "kopf",
             Self::KopfEvents => "kopfe",
+            Self::KopfExpert => "kopfx",
+            Self::Metacontroller => "mc",
+            Self::MetacontrollerTuned => "mct",
             Self::OrchardPython => "op",
             Self::Floor => "fl",
         }
@@ -247,7 +288,12 @@ impl Contender {
         match self {
             Self::OrchardComponent | Self::OrchardNative | Self::OrchardPython => !warning_only,
             Self::KopfEvents => true,
-            Self::OrchardWarning | Self::Kopf | Self::Floor => false,
+            Self::OrchardWarning
+            | Self::Kopf
+            | Self::KopfExpert
+            | Self::Metacontroller
+            | Self::MetacontrollerTuned
+            | Self::Floor => false,
         }
     }
     fn job(self) -> Job {
@@ -255,6 +301,9 @@ impl Contender {
             Self::OrchardPython => Job::Rabbit,
             _ => Job::Pdns,
         }
+    }
+    fn is_metacontroller(self) -> bool {
+        matches!(self, Self::Metacontroller | Self::MetacontrollerTuned)
     }
     fn is_orchard(self) -> bool {
         matches!(
@@ -266,6 +315,15 @@ impl Contender {
         )
     }
 }
+
+/// metacontroller-tuned's flags (its defaults: `--client-go-qps 5 --client-go-burst 10
+/// --workers 5`): the client's rate limit out of the way (kopf and Orchard have none of that
+/// kind), and more sync workers (each blocks on its hook call and its writes).
+const METACONTROLLER_TUNED: [&str; 3] = [
+    "--client-go-qps=1000",
+    "--client-go-burst=2000",
+    "--workers=32",
+];
 
 /// The test environment, from the env file's variables.
 struct Env {
@@ -355,6 +413,19 @@ fn proc_stat(pid: u32) -> Option<ProcStat> {
         rss_kib: kib("VmRSS:"),
         hwm_kib: kib("VmHWM:"),
     })
+}
+
+/// The sum over several processes (a contender and its helpers: metacontroller's hook server).
+fn procs_stat(pids: &[u32]) -> Option<ProcStat> {
+    let mut sum: Option<ProcStat> = None;
+    for &pid in pids {
+        let s = proc_stat(pid)?;
+        let t = sum.get_or_insert_with(ProcStat::default);
+        t.cpu_s += s.cpu_s;
+        t.rss_kib += s.rss_kib;
+        t.hwm_kib += s.hwm_kib;
+    }
+    sum
 }
 
 /// The test environment's servers whose CPU each contender's job costs, by their names in
@@ -570,14 +641,21 @@ async fn external_count(
 
 struct Process {
     child: Child,
+    /// Processes of the contender beside the main one (metacontroller's hook server): their
+    /// CPU and memory are the contender's too.
+    helpers: Vec<Child>,
+    /// metacontroller: its hook server's address.
+    hooks: Option<String>,
     /// Orchard's admin address.
     admin: Option<String>,
     log: PathBuf,
 }
 
 impl Process {
-    fn pid(&self) -> u32 {
-        self.child.id()
+    fn pids(&self) -> Vec<u32> {
+        std::iter::once(self.child.id())
+            .chain(self.helpers.iter().map(Child::id))
+            .collect()
     }
 
     fn alive(&mut self) -> bool {
@@ -585,9 +663,11 @@ impl Process {
     }
 
     async fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        for pid in self.pids() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
         let until = Instant::now() + Duration::from_secs(25);
         while Instant::now() < until {
             if !self.alive() {
@@ -606,6 +686,12 @@ impl Drop for Process {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        for helper in &mut self.helpers {
+            if matches!(helper.try_wait(), Ok(None)) {
+                let _ = helper.kill();
+            }
+            let _ = helper.wait();
+        }
     }
 }
 
@@ -622,10 +708,16 @@ fn start(
     ns: &str,
     log: &Path,
     extra: &[String],
+    hooks_port: Option<u16>,
 ) -> anyhow::Result<Process> {
     let out = std::fs::File::create(log)?;
-    let port = free_port()?;
+    let port = match hooks_port {
+        Some(p) => p,
+        None => free_port()?,
+    };
     let job = contender.job();
+    let mut helpers = Vec::new();
+    let mut hooks_addr = None;
     let (mut cmd, admin) = if contender.is_orchard() {
         let bin = match contender {
             Contender::OrchardNative => args
@@ -688,12 +780,44 @@ fn start(
             .env("PDNS_API_URL", &env.pdns_url)
             .env("PDNS_API_KEY", &env.pdns_key);
         (cmd, Some(health))
+    } else if contender.is_metacontroller() {
+        // The hook server first (its own process, its CPU counted as the contender's), then
+        // metacontroller over the DecoratorController that points at it (`prepare_metacontroller`).
+        let hooks = format!("127.0.0.1:{port}");
+        hooks_addr = Some(hooks.clone());
+        let mut hook_cmd = Command::new(&args.hooks_python);
+        hook_cmd
+            .arg(&args.metacontroller_hooks)
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out.try_clone()?);
+        helpers.push(hook_cmd.spawn().context("starting the hook server")?);
+        let bin = args
+            .metacontroller_bin
+            .clone()
+            .context("metacontroller needs --metacontroller-bin")?;
+        let health = format!("127.0.0.1:{}", free_port()?);
+        let mut cmd = Command::new(&bin);
+        cmd.arg(format!("--health-probe-bind-address={health}"))
+            .arg(format!("--metrics-address=127.0.0.1:{}", free_port()?))
+            .arg("--pprof-address=0");
+        if contender == Contender::MetacontrollerTuned {
+            cmd.args(METACONTROLLER_TUNED);
+        }
+        (cmd, Some(health))
     } else {
-        let venv = args.venv.clone().context("kopf needs --venv")?;
+        let (venv, operator) = if contender == Contender::KopfExpert {
+            let venv = args.kopf_expert_venv.clone().or_else(|| args.venv.clone());
+            (venv, &args.kopf_expert_operator)
+        } else {
+            (args.venv.clone(), &args.kopf_operator)
+        };
+        let venv = venv.context("kopf needs --venv")?;
         let mut cmd = Command::new(venv.join("bin/kopf"));
         cmd.args(["run", "--standalone", "--namespace", ns])
             .arg(format!("--liveness=http://127.0.0.1:{port}/healthz"))
-            .arg(&args.kopf_operator);
+            .arg(operator);
         if contender == Contender::KopfEvents {
             cmd.env("ORCHARD_BENCH_KOPF_EVENTS", "1");
         }
@@ -708,6 +832,8 @@ fn start(
         .with_context(|| format!("starting {}", contender.name()))?;
     Ok(Process {
         child,
+        helpers,
+        hooks: hooks_addr,
         admin,
         log: log.to_owned(),
     })
@@ -720,7 +846,7 @@ async fn wait_ready(
     p: &mut Process,
     contender: Contender,
 ) -> anyhow::Result<()> {
-    let path = if contender.is_orchard() {
+    let path = if contender.is_orchard() || contender.is_metacontroller() {
         "readyz"
     } else {
         "healthz"
@@ -733,6 +859,7 @@ async fn wait_ready(
         }
         if let Ok(r) = http.get(&url).send().await
             && r.status().is_success()
+            && (!contender.is_metacontroller() || metacontroller_started(p, http).await)
         {
             return Ok(());
         }
@@ -742,6 +869,108 @@ async fn wait_ready(
         "{} not ready within 180 s; log: {}",
         contender.name(),
         p.log.display()
+    )
+}
+
+/// metacontroller: its `/readyz` says nothing of the controllers it runs. Ready once its log
+/// says the `DecoratorController`'s caches synced (its workers start then) and the hook server
+/// answers.
+async fn metacontroller_started(p: &mut Process, http: &reqwest::Client) -> bool {
+    if p.helpers
+        .iter_mut()
+        .any(|h| !matches!(h.try_wait(), Ok(None)))
+    {
+        return false;
+    }
+    let text = std::fs::read_to_string(&p.log).unwrap_or_default();
+    let synced = text.lines().any(|l| {
+        l.contains("orchard-bench-dnszone")
+            && (l.contains("Caches are synced") || l.contains("caches populated"))
+    });
+    let hooks_ok = match &p.hooks {
+        Some(addr) => http
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success()),
+        None => text.contains("hooks: serving on"),
+    };
+    synced && hooks_ok
+}
+
+/// metacontroller: its CRDs applied server-side (from its own manifests), and the
+/// `DecoratorController` over `DnsZone` pointing at the hook server at `hooks`.
+async fn prepare_metacontroller(args: &Args, client: &Client, hooks: &str) -> anyhow::Result<()> {
+    use kube::api::{Patch, PatchParams};
+    let path = args
+        .metacontroller_crds
+        .as_ref()
+        .context("metacontroller needs --metacontroller-crds")?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let apply = PatchParams::apply("orchard-bench").force();
+    let mut names = Vec::new();
+    // One CRD per YAML document (no serde dependency here for a multi-document reader).
+    for doc in text.split("\n---") {
+        let value: Value = serde_yaml::from_str(doc)?;
+        if value.is_null() {
+            continue;
+        }
+        let crd: CustomResourceDefinition = serde_json::from_value(value)?;
+        let name = crd.name_any();
+        crds.patch(&name, &apply, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("applying the CRD {name}"))?;
+        names.push(name);
+    }
+    for name in &names {
+        let until = Instant::now() + Duration::from_mins(1);
+        loop {
+            let crd = crds.get(name).await?;
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            if Instant::now() > until {
+                bail!("CRD {name} not established");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let decorator_text = std::fs::read_to_string(&args.metacontroller_decorator)
+        .with_context(|| format!("reading {}", args.metacontroller_decorator.display()))?
+        .replace("{{HOOKS}}", hooks);
+    let decorator: DynamicObject = serde_json::from_str(&decorator_text)?;
+    let api = decorators(client);
+    let name = decorator.name_any();
+    let _ = api.delete(&name, &DeleteParams::default()).await;
+    let until = Instant::now() + Duration::from_secs(30);
+    while api.get_opt(&name).await?.is_some() {
+        if Instant::now() > until {
+            bail!("the DecoratorController {name} left by an earlier run is still there");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    api.create(&PostParams::default(), &decorator).await?;
+    Ok(())
+}
+
+fn decorators(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource {
+            group: "metacontroller.k8s.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "metacontroller.k8s.io/v1alpha1".into(),
+            kind: "DecoratorController".into(),
+            plural: "decoratorcontrollers".into(),
+        },
     )
 }
 
@@ -870,7 +1099,7 @@ async fn watch_until(
     phase: &str,
     n: usize,
     series: &mut Vec<(f64, String, usize, usize)>,
-    pid: u32,
+    pids: &[u32],
     peak_rss: &mut u64,
     mut requests: Option<&mut tokio::task::JoinHandle<anyhow::Result<(usize, usize)>>>,
     requests_out: &mut Option<(usize, usize)>,
@@ -930,12 +1159,12 @@ async fn watch_until(
                 requests = None;
             }
             Step::Tick => {
-                if let Some(s) = proc_stat(pid) {
+                if let Some(s) = procs_stat(pids) {
                     *peak_rss = (*peak_rss).max(s.rss_kib);
                 }
                 if last_print.elapsed() >= Duration::from_secs(1) {
                     last_print = Instant::now();
-                    let rss = proc_stat(pid).map_or(0, |s| s.rss_kib / 1024);
+                    let rss = procs_stat(pids).map_or(0, |s| s.rss_kib / 1024);
                     println!(
                         "[{label}] {phase} {:6.1} s: {:>6} available, {:>6} exist, of {n}  (rss {rss} MiB)",
                         started.elapsed().as_secs_f64(),
@@ -990,7 +1219,7 @@ async fn record_phase(
     create: bool,
     records: &mut (Events, Seen),
     series: &mut Vec<(f64, String, usize, usize)>,
-    (pid, peak_rss): (u32, &mut u64),
+    (pids, peak_rss): (&[u32], &mut u64),
 ) -> anyhow::Result<(Option<f64>, usize)> {
     let RecordJob {
         config,
@@ -1042,7 +1271,7 @@ async fn record_phase(
         phase,
         n,
         series,
-        pid,
+        pids,
         peak_rss,
         Some(&mut requests),
         &mut made,
@@ -1117,9 +1346,15 @@ async fn run_contender(
     }
 
     let log = args.out.join(format!("{label}.log"));
-    let mut process = start(args, env, contender, &ns, &log, &[])?;
+    let mut hooks_port = None;
+    if contender.is_metacontroller() {
+        let port = free_port()?;
+        prepare_metacontroller(args, &client, &format!("127.0.0.1:{port}")).await?;
+        hooks_port = Some(port);
+    }
+    let mut process = start(args, env, contender, &ns, &log, &[], hooks_port)?;
     wait_ready(&http, &mut process, contender).await?;
-    let mut pid = process.pid();
+    let mut pids = process.pids();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
     // The watch is established (its initial list done) before the first create.
     let (mut stream, mut seen) = listed(&api, &resource).await?;
@@ -1139,7 +1374,7 @@ async fn run_contender(
         (Some(a), true) => host_metrics(&http, a).await?,
         _ => HostMetrics::default(),
     };
-    let proc_before = proc_stat(pid).unwrap_or_default();
+    let proc_before = procs_stat(&pids).unwrap_or_default();
     let mut peak_rss = proc_before.rss_kib;
     let mut series = Vec::new();
     let deadline = Duration::from_secs(args.timeout_s);
@@ -1188,7 +1423,7 @@ async fn run_contender(
         "create",
         n,
         &mut series,
-        pid,
+        &pids,
         &mut peak_rss,
         Some(&mut creating),
         &mut created,
@@ -1209,7 +1444,7 @@ async fn run_contender(
         ),
         None => println!("[{label}] NOT all Available"),
     }
-    let proc_available = proc_stat(pid).unwrap_or_default();
+    let proc_available = procs_stat(&pids).unwrap_or_default();
     let applied_create = seen.applied;
     let api_mid = apiserver_requests(&client).await?;
     let host_mid = match (&process.admin, contender.is_orchard()) {
@@ -1239,11 +1474,11 @@ async fn run_contender(
             true,
             &mut watched,
             &mut series,
-            (pid, &mut peak_rss),
+            (&pids, &mut peak_rss),
         )
         .await?;
         record_requests.0 = posts;
-        let proc = proc_stat(pid).unwrap_or_default();
+        let proc = procs_stat(&pids).unwrap_or_default();
         records_report = json!({
             "records": n,
             "available_s": done,
@@ -1259,14 +1494,14 @@ async fn run_contender(
     // CPU seconds of a host stopped by the restart, counted into the job's.
     let mut cpu_offset = 0.0;
     if args.restart && contender.is_orchard() {
-        let cpu_first = proc_stat(pid).unwrap_or_default().cpu_s;
+        let cpu_first = procs_stat(&pids).unwrap_or_default().cpu_s;
         cpu_offset = cpu_first;
         process.stop().await;
         let log = args.out.join(format!("{label}-restarted.log"));
         let started_restart = Instant::now();
         let restarted_at = jiff::Timestamp::now();
-        process = start(args, env, contender, &ns, &log, &args.restart_flags)?;
-        pid = process.pid();
+        process = start(args, env, contender, &ns, &log, &args.restart_flags, None)?;
+        pids = process.pids();
         wait_ready(&http, &mut process, contender).await?;
         let ready_s = started_restart.elapsed().as_secs_f64();
         let admin = process.admin.clone().unwrap_or_default();
@@ -1296,7 +1531,7 @@ async fn run_contender(
                 },
                 _ = tick.tick() => {
                     let passes: f64 = host_metrics(&http, &admin).await?.reconciles.values().sum();
-                    peak = peak.max(proc_stat(pid).unwrap_or_default().rss_kib);
+                    peak = peak.max(procs_stat(&pids).unwrap_or_default().rss_kib);
                     if passed_s.is_none() && passes >= objects as f64 {
                         passed_s = Some(started_restart.elapsed().as_secs_f64());
                     }
@@ -1307,7 +1542,7 @@ async fn run_contender(
             }
         }
         let passed_s = passed_s.unwrap_or_default();
-        let after = proc_stat(pid).unwrap_or_default();
+        let after = procs_stat(&pids).unwrap_or_default();
         println!(
             "[{label}] restarted: ready in {ready_s:.2} s, every object passed once in {passed_s:.2} s ({:.1}/s), resynced with the external system: {}, rss {} MiB",
             n as f64 / passed_s,
@@ -1353,14 +1588,14 @@ async fn run_contender(
             false,
             &mut watched,
             &mut series,
-            (pid, &mut peak_rss),
+            (&pids, &mut peak_rss),
         )
         .await?;
         record_requests.1 = deletes;
         records_report["deleted_s"] = json!(done);
         records_report["deleted_per_s"] = json!(done.map(|t| n as f64 / t));
         records_report["rss_all_deleted_mib"] =
-            json!(mib(proc_stat(pid).unwrap_or_default().rss_kib));
+            json!(mib(procs_stat(&pids).unwrap_or_default().rss_kib));
     }
     let started_delete = Instant::now();
     let ns_of = ns.clone();
@@ -1398,7 +1633,7 @@ async fn run_contender(
         "delete",
         n,
         &mut series,
-        pid,
+        &pids,
         &mut peak_rss,
         Some(&mut deleting),
         &mut deleted,
@@ -1419,7 +1654,7 @@ async fn run_contender(
         ),
         None => println!("[{label}] NOT all deleted"),
     }
-    let proc_deleted = proc_stat(pid).unwrap_or_default();
+    let proc_deleted = procs_stat(&pids).unwrap_or_default();
     let api_after = apiserver_requests(&client).await?;
     let host_after = match (&process.admin, contender.is_orchard()) {
         (Some(a), true) => host_metrics(&http, a).await?,
@@ -1445,8 +1680,13 @@ async fn run_contender(
         })
         .sum();
     tokio::time::sleep(Duration::from_secs(args.settle_s)).await;
-    let proc_settled = proc_stat(pid).unwrap_or_default();
+    let proc_settled = procs_stat(&pids).unwrap_or_default();
     process.stop().await;
+    if contender.is_metacontroller() {
+        let _ = decorators(&client)
+            .delete("orchard-bench-dnszone", &DeleteParams::default())
+            .await;
+    }
     let _ = Api::<Namespace>::all(client.clone())
         .delete(&ns, &DeleteParams::default())
         .await;
@@ -1722,6 +1962,9 @@ fn summary(results: &[Value], header: &str) -> String {
         ("orchard-component", "kopf"),
         ("orchard-component", "orchard-native"),
         ("floor", "kopf"),
+        ("orchard-component", "kopf-expert"),
+        ("orchard-component", "metacontroller"),
+        ("orchard-component", "metacontroller-tuned"),
     ];
     pairs.extend(
         [
@@ -1730,6 +1973,9 @@ fn summary(results: &[Value], header: &str) -> String {
             "orchard-native",
             "kopf",
             "kopf-events",
+            "kopf-expert",
+            "metacontroller",
+            "metacontroller-tuned",
         ]
         .map(|c| (c, "floor")),
     );
