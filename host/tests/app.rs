@@ -442,3 +442,83 @@ async fn under_a_resync_shorter_than_a_round_every_object_still_gets_its_turn() 
         .await
         .unwrap();
 }
+
+/// A CRD replacement that would strand the objects stored at the installed schema — a field
+/// removed or retyped, a stored version dropped — is refused with every break named, and the
+/// installed CRD stays as it was; an added optional field is applied.
+#[tokio::test]
+async fn a_crd_change_that_would_strand_stored_objects_is_refused_and_the_installed_one_stays() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use orchard::crd::{InstallError, apply_crd};
+
+    let client = test_client().await;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let group = format!("evo{nanos:x}.test.orchard.dev");
+    let name = format!("widgets.{group}");
+    let crd = |version: &str, fields: serde_json::Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [{"name": version, "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {"type": "object", "properties": fields}}
+                }}}]
+            }
+        })
+    };
+    let first = json!({"size": {"type": "string"}, "color": {"type": "string"}});
+    apply_crd(&client, &crd("v1", first), true).await.unwrap();
+
+    let err = apply_crd(
+        &client,
+        &crd("v1", json!({"size": {"type": "integer"}})),
+        true,
+    )
+    .await
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, InstallError::Strands { .. }), "{message}");
+    assert!(
+        message.contains("v1: field spec.size changes type from string to integer")
+            && message.contains("v1: field spec.color is removed"),
+        "{message}"
+    );
+    let dropped = apply_crd(&client, &crd("v2", json!({})), true)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        dropped.contains("version v1 is still stored in etcd"),
+        "{dropped}"
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let installed = serde_json::to_value(crds.get(&name).await.unwrap()).unwrap();
+    let spec = &installed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(
+        (
+            spec["properties"]["size"]["type"].as_str(),
+            spec["properties"]["color"]["type"].as_str()
+        ),
+        (Some("string"), Some("string")),
+        "the installed schema stays"
+    );
+
+    let added = json!({"size": {"type": "string"}, "color": {"type": "string"}, "shape": {"type": "string"}});
+    apply_crd(&client, &crd("v1", added), true).await.unwrap();
+    let installed = serde_json::to_value(crds.get(&name).await.unwrap()).unwrap();
+    assert!(
+        installed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["shape"]
+            .is_object(),
+        "an added optional field is applied"
+    );
+    crds.delete(&name, &DeleteParams::default()).await.unwrap();
+}

@@ -64,6 +64,7 @@ impl Error {
             Self::Load(_) | Self::LoadTask(_) => "LoadFailed",
             Self::Describe(_) => "InvalidDescription",
             Self::KindConflict { .. } => "KindConflict",
+            Self::Crd(crate::crd::InstallError::Strands { .. }) => "IncompatibleSchema",
             Self::Crd(_) => "CrdFailed",
             Self::Kube(_) => "KubernetesError",
         }

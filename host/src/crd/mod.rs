@@ -1,5 +1,8 @@
 //! The CRD of a plugin's kind: the standard envelope (the same for every kind, ORC's shape)
-//! around the plugin's own schemas, with CEL rules and printer columns.
+//! around the plugin's own schemas, with CEL rules and printer columns; [`evolution`] says
+//! whether replacing an installed one would strand its stored objects.
+
+pub mod evolution;
 
 use serde_json::{Value, json};
 
@@ -220,6 +223,17 @@ pub enum InstallError {
         /// The versions the host needs it to serve.
         versions: String,
     },
+    /// The new schema would strand objects stored at the installed one ([`evolution`]): not
+    /// applied, the installed CRD stays.
+    #[error(
+        "CRD {name} is not replaced: the new schema would strand the objects stored at the installed one: {breaks}"
+    )]
+    Strands {
+        /// Name of the CRD.
+        name: String,
+        /// Every break, `; `-separated.
+        breaks: String,
+    },
     /// It did not become Established in time.
     #[error("CRD {name} was not established within {seconds} s")]
     NotEstablished {
@@ -273,6 +287,22 @@ pub async fn apply_crd(
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("orchard.dev/crds").force();
     let validate = if install {
+        // Never replace a schema in a way that strands the objects stored at it.
+        if let Ok(Some(installed)) = api.get_opt(&name).await
+            && let Ok(installed) = serde_json::to_value(&installed)
+        {
+            let breaks = evolution::breaks(&installed, crd);
+            if !breaks.is_empty() {
+                return Err(InstallError::Strands {
+                    name,
+                    breaks: breaks
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                });
+            }
+        }
         match api.patch(&name, &params, &Patch::Apply(crd)).await {
             Ok(_) => false,
             Err(kube::Error::Api(e)) if e.code == 403 => true,
