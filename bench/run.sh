@@ -15,7 +15,8 @@
 # (metacontroller built from its source by bench/metacontroller/build.sh, a DecoratorController
 # over DnsZone with bench/metacontroller/hooks.py as its hooks; the source is the git dir in
 # ORCHARD_BENCH_METACONTROLLER_GIT, else the newest binary already cached in
-# ~/.cache/orchard-bench/).
+# ~/.cache/orchard-bench/), and orchard-sharded (orchard-component as three replicas of one
+# shard ring, every replica's CPU and memory counted).
 #
 # Options:
 #   --objects N          objects per contender (default 1000; the Python guest: min(N, 200),

@@ -69,9 +69,9 @@ step "tests"
 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$REPO/tests/timed-test.sh" ORCHARD_TEST_TIMES=$TIMES \
   cargo test --workspace --no-fail-fast -- --test-threads="${ORCHARD_TEST_THREADS:-2}"
 
-step "throughput bench smoke (N=20, orchard-component, orchard-warning, kopf, kopf-events and floor; not timed)"
+step "throughput bench smoke (N=20, orchard-component, orchard-warning, orchard-sharded, kopf, kopf-events, kopf-expert and floor; not timed)"
 # Only that every object became Available and was deleted (bench/run.sh exits non-zero
 # otherwise); debug builds from the step above, the running environment.
 ORCHARD_TESTENV_ENV="$ORCHARD_TESTENV_DIR/env" bash bench/run.sh --objects 20 \
-  --contenders orchard-component,orchard-warning,kopf,kopf-events,floor --dev --no-plugins --no-plot --out target/bench/smoke -- --timeout-s 120 --settle-s 0
+  --contenders orchard-component,orchard-warning,orchard-sharded,kopf,kopf-events,kopf-expert,floor --dev --no-plugins --no-plot --out target/bench/smoke -- --timeout-s 120 --settle-s 0
 step "done"

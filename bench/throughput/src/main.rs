@@ -6,7 +6,9 @@
 //! the environment comes from the env file's variables (`KUBECONFIG`, `PDNS_API_URL`, …).
 //! Writes `results.json`, `summary.md` and one `<contender>.csv` time series per contender
 //! into `--out`.
-
+// The result object is one `json!` literal with more fields than serde_json's default
+// macro recursion limit allows.
+#![recursion_limit = "256"]
 #![forbid(unsafe_code)]
 // The report divides counts (objects, requests, KiB) as `f64`; they stay far below 2^52.
 #![allow(clippy::cast_precision_loss)]
@@ -38,8 +40,9 @@ struct Args {
     /// vhosts slowly, and the figures are reported per object).
     #[arg(long)]
     python_objects: Option<usize>,
-    /// Contenders, in order: orchard-component, orchard-warning, orchard-native, kopf,
-    /// kopf-events, kopf-expert, metacontroller, metacontroller-tuned, orchard-python, floor.
+    /// Contenders, in order: orchard-component, orchard-warning, orchard-native,
+    /// orchard-sharded, kopf, kopf-events, kopf-expert, metacontroller, metacontroller-tuned,
+    /// orchard-python, floor.
     #[arg(
         long,
         value_delimiter = ',',
@@ -210,6 +213,10 @@ enum Contender {
     /// orchard-component with `--events warning`: no Normal Events, like kopf's defaults.
     OrchardWarning,
     OrchardNative,
+    /// orchard-component as three replicas of one shard ring on this machine
+    /// ([`SHARD_REPLICAS`]; issue 25): each serves a third of the buckets, every replica's
+    /// CPU and memory count.
+    OrchardSharded,
     /// kopf at its defaults: kopf 1.45 (`settings.posting.loggers = False`) posts no Events of
     /// its own.
     Kopf,
@@ -237,6 +244,7 @@ impl Contender {
             "orchard-component" => Self::OrchardComponent,
             "orchard-native" => Self::OrchardNative,
             "orchard-warning" => Self::OrchardWarning,
+            "orchard-sharded" => Self::OrchardSharded,
             "kopf" => Self::Kopf,
             "kopf-events" => Self::KopfEvents,
             "kopf-expert" => Self::KopfExpert,
@@ -245,7 +253,7 @@ impl Contender {
             "orchard-python" => Self::OrchardPython,
             "floor" => Self::Floor,
             other => bail!(
-                "unknown contender {other:?} (orchard-component, orchard-warning, orchard-native, kopf, kopf-events, kopf-expert, metacontroller, metacontroller-tuned, orchard-python, floor)"
+                "unknown contender {other:?} (orchard-component, orchard-warning, orchard-native, orchard-sharded, kopf, kopf-events, kopf-expert, metacontroller, metacontroller-tuned, orchard-python, floor)"
             ),
         })
     }
@@ -254,6 +262,7 @@ impl Contender {
             Self::OrchardComponent => "orchard-component",
             Self::OrchardNative => "orchard-native",
             Self::OrchardWarning => "orchard-warning",
+            Self::OrchardSharded => "orchard-sharded",
             Self::Kopf => "kopf",
             Self::KopfEvents => "kopf-events",
             Self::KopfExpert => "kopf-expert",
@@ -268,6 +277,7 @@ impl Contender {
             Self::OrchardComponent => "oc",
             Self::OrchardNative => "on",
             Self::OrchardWarning => "ow",
+            Self::OrchardSharded => "osh",
             Self::Kopf => "kopf",
             Self::KopfEvents => "kopfe",
             Self::KopfExpert => "kopfx",
@@ -286,7 +296,10 @@ impl Contender {
                 .windows(2)
                 .any(|w| w[0] == "--events" && w[1] == "warning");
         match self {
-            Self::OrchardComponent | Self::OrchardNative | Self::OrchardPython => !warning_only,
+            Self::OrchardComponent
+            | Self::OrchardNative
+            | Self::OrchardSharded
+            | Self::OrchardPython => !warning_only,
             Self::KopfEvents => true,
             Self::OrchardWarning
             | Self::Kopf
@@ -311,10 +324,14 @@ impl Contender {
             Self::OrchardComponent
                 | Self::OrchardWarning
                 | Self::OrchardNative
+                | Self::OrchardSharded
                 | Self::OrchardPython
         )
     }
 }
+
+/// orchard-sharded's replicas: the ring's size `docs/sharding.md` starts with.
+const SHARD_REPLICAS: usize = 3;
 
 /// metacontroller-tuned's flags (its defaults: `--client-go-qps 5 --client-go-burst 10
 /// --workers 5`): the client's rate limit out of the way (kopf and Orchard have none of that
@@ -555,6 +572,32 @@ struct HostMetrics {
     http_connections: f64,
 }
 
+/// An Orchard contender's metrics, summed over its replicas; none for the others.
+async fn contender_metrics(
+    http: &reqwest::Client,
+    p: &Process,
+    contender: Contender,
+) -> anyhow::Result<HostMetrics> {
+    let mut sum = HostMetrics::default();
+    if !contender.is_orchard() {
+        return Ok(sum);
+    }
+    for admin in p.admin.iter().chain(&p.replica_admins) {
+        let m = host_metrics(http, admin).await?;
+        for (into, from) in [
+            (&mut sum.calls, m.calls),
+            (&mut sum.reconciles, m.reconciles),
+            (&mut sum.errors, m.errors),
+        ] {
+            for (k, v) in from {
+                *into.entry(k).or_insert(0.0) += v;
+            }
+        }
+        sum.http_connections += m.http_connections;
+    }
+    Ok(sum)
+}
+
 async fn host_metrics(http: &reqwest::Client, admin: &str) -> anyhow::Result<HostMetrics> {
     let text = http
         .get(format!("http://{admin}/metrics"))
@@ -648,6 +691,8 @@ struct Process {
     hooks: Option<String>,
     /// Orchard's admin address.
     admin: Option<String>,
+    /// orchard-sharded: the admin addresses of the other replicas (the helpers).
+    replica_admins: Vec<String>,
     log: PathBuf,
 }
 
@@ -717,6 +762,7 @@ fn start(
     };
     let job = contender.job();
     let mut helpers = Vec::new();
+    let mut replica_admins = Vec::new();
     let mut hooks_addr = None;
     let (mut cmd, admin) = if contender.is_orchard() {
         let bin = match contender {
@@ -750,23 +796,50 @@ fn start(
             Job::Pdns => env.pdns_url.clone(),
             Job::Rabbit => env.rabbit.as_ref().context("no RabbitMQ")?.0.clone(),
         };
+        let orchard = |admin: &str| {
+            let mut cmd = Command::new(&bin);
+            cmd.arg("run");
+            for plugin in &plugins {
+                cmd.arg("--plugin").arg(plugin);
+            }
+            cmd.args(["--install-crds", "--allow-host", &allow])
+                .args(["--admin-addr", admin, "--namespace", ns])
+                .args(&args.orchard_flags)
+                .args(extra)
+                .env("RUST_LOG", "info")
+                .env("NO_COLOR", "1")
+                .env("KUBECONFIG", &env.kubeconfig);
+            if contender == Contender::OrchardNative {
+                cmd.args(["--native-plugin", "pdns-zone"]);
+            }
+            if contender == Contender::OrchardWarning {
+                cmd.args(["--events", "warning"]);
+            }
+            cmd
+        };
         let admin = format!("127.0.0.1:{port}");
-        let mut cmd = Command::new(&bin);
-        cmd.arg("run");
-        for plugin in &plugins {
-            cmd.arg("--plugin").arg(plugin);
-        }
-        cmd.args(["--install-crds", "--allow-host", &allow])
-            .args(["--admin-addr", &admin, "--namespace", ns])
-            .args(&args.orchard_flags)
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1");
-        if contender == Contender::OrchardNative {
-            cmd.args(["--native-plugin", "pdns-zone"]);
-        }
-        if contender == Contender::OrchardWarning {
-            cmd.args(["--events", "warning"]);
+        let mut cmd = orchard(&admin);
+        if contender == Contender::OrchardSharded {
+            // One ring in the contender's namespace (its Leases there too); replica 0 is the
+            // main process, the others are helpers, each with its own admin port and log.
+            let ring = |cmd: &mut Command, replica: usize| {
+                cmd.args(["--shard-ring", "bench", "--lease-namespace", ns])
+                    .arg("--instance")
+                    .arg(format!("{ns}-r{replica}"));
+            };
+            ring(&mut cmd, 0);
+            for replica in 1..SHARD_REPLICAS {
+                let admin = format!("127.0.0.1:{}", free_port()?);
+                let mut replica_cmd = orchard(&admin);
+                ring(&mut replica_cmd, replica);
+                let out = std::fs::File::create(log.with_extension(format!("r{replica}.log")))?;
+                replica_cmd
+                    .stdin(Stdio::null())
+                    .stdout(out.try_clone()?)
+                    .stderr(out);
+                helpers.push(replica_cmd.spawn().context("starting a shard replica")?);
+                replica_admins.push(admin);
+            }
         }
         (cmd, Some(admin))
     } else if contender == Contender::Floor {
@@ -835,6 +908,7 @@ fn start(
         helpers,
         hooks: hooks_addr,
         admin,
+        replica_admins,
         log: log.to_owned(),
     })
 }
@@ -851,16 +925,26 @@ async fn wait_ready(
     } else {
         "healthz"
     };
-    let url = format!("http://{}/{path}", p.admin.clone().unwrap_or_default());
+    let urls: Vec<String> = p
+        .admin
+        .iter()
+        .chain(&p.replica_admins)
+        .map(|admin| format!("http://{admin}/{path}"))
+        .collect();
     let until = Instant::now() + Duration::from_mins(3);
     while Instant::now() < until {
         if !p.alive() {
             bail!("{} exited; log: {}", contender.name(), p.log.display());
         }
-        if let Ok(r) = http.get(&url).send().await
-            && r.status().is_success()
-            && (!contender.is_metacontroller() || metacontroller_started(p, http).await)
-        {
+        let mut ready = !urls.is_empty();
+        for url in &urls {
+            ready &= http
+                .get(url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+        }
+        if ready && (!contender.is_metacontroller() || metacontroller_started(p, http).await) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1370,10 +1454,7 @@ async fn run_contender(
         .await
         .with_context(|| format!("a dry-run create of {}", resource.plural))?;
     let api_before = apiserver_requests(&client).await?;
-    let mut host_before = match (&process.admin, contender.is_orchard()) {
-        (Some(a), true) => host_metrics(&http, a).await?,
-        _ => HostMetrics::default(),
-    };
+    let mut host_before = contender_metrics(&http, &process, contender).await?;
     let proc_before = procs_stat(&pids).unwrap_or_default();
     let mut peak_rss = proc_before.rss_kib;
     let mut series = Vec::new();
@@ -1447,10 +1528,7 @@ async fn run_contender(
     let proc_available = procs_stat(&pids).unwrap_or_default();
     let applied_create = seen.applied;
     let api_mid = apiserver_requests(&client).await?;
-    let host_mid = match (&process.admin, contender.is_orchard()) {
-        (Some(a), true) => host_metrics(&http, a).await?,
-        _ => HostMetrics::default(),
-    };
+    let host_mid = contender_metrics(&http, &process, contender).await?;
     let external_created = external_count(&http, env, job, &run).await?;
 
     // ---- records (--records): one DnsRecord per zone, 2 × N objects of two kinds.
@@ -1504,7 +1582,6 @@ async fn run_contender(
         pids = process.pids();
         wait_ready(&http, &mut process, contender).await?;
         let ready_s = started_restart.elapsed().as_secs_f64();
-        let admin = process.admin.clone().unwrap_or_default();
         // Resynced against the external system: a done pass since the restart.
         let full = !args.restart_flags.is_empty();
         let mut synced: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -1530,7 +1607,7 @@ async fn run_contender(
                     None => bail!("the watch ended"),
                 },
                 _ = tick.tick() => {
-                    let passes: f64 = host_metrics(&http, &admin).await?.reconciles.values().sum();
+                    let passes: f64 = contender_metrics(&http, &process, contender).await?.reconciles.values().sum();
                     peak = peak.max(procs_stat(&pids).unwrap_or_default().rss_kib);
                     if passed_s.is_none() && passes >= objects as f64 {
                         passed_s = Some(started_restart.elapsed().as_secs_f64());
@@ -1656,10 +1733,7 @@ async fn run_contender(
     }
     let proc_deleted = procs_stat(&pids).unwrap_or_default();
     let api_after = apiserver_requests(&client).await?;
-    let host_after = match (&process.admin, contender.is_orchard()) {
-        (Some(a), true) => host_metrics(&http, a).await?,
-        _ => HostMetrics::default(),
-    };
+    let host_after = contender_metrics(&http, &process, contender).await?;
     let external_left = external_count(&http, env, job, &run).await?;
     let applied_total = seen.applied;
     drop(stream);
@@ -1803,6 +1877,16 @@ async fn run_contender(
     let http_connections = contender
         .is_orchard()
         .then(|| per(host_after.http_connections - host_before.http_connections));
+    // The shard ring's (and leader election's, and presence's) cost on the apiserver.
+    let lease_writes_per_s = {
+        let leases: f64 = requests
+            .iter()
+            .filter(|(k, _)| is_write(k) && k.ends_with(" leases"))
+            .map(|(_, v)| v)
+            .sum();
+        let job_s = create.done_s.unwrap_or_default() + delete.done_s.unwrap_or_default();
+        (job_s > 0.0).then(|| (leases / job_s * 100.0).round() / 100.0)
+    };
     let mut result = json!({
         "contender": label,
         "kind": resource.kind,
@@ -1831,6 +1915,8 @@ async fn run_contender(
         "apiserver_writes_per_object_create": per(create_writes),
         "apiserver_writes_per_object_delete": per(writes - create_writes),
         "apiserver_gets_per_object": per(gets),
+        "apiserver_requests_per_object": per(requests.values().sum()),
+        "lease_writes_per_s": lease_writes_per_s,
         "object_changes_per_object": per(applied_total as f64),
         "object_changes_per_object_create": per(applied_create as f64),
         "events_per_object": per(event_objects as f64),
@@ -1965,12 +2051,14 @@ fn summary(results: &[Value], header: &str) -> String {
         ("orchard-component", "kopf-expert"),
         ("orchard-component", "metacontroller"),
         ("orchard-component", "metacontroller-tuned"),
+        ("orchard-sharded", "orchard-component"),
     ];
     pairs.extend(
         [
             "orchard-component",
             "orchard-warning",
             "orchard-native",
+            "orchard-sharded",
             "kopf",
             "kopf-events",
             "kopf-expert",
