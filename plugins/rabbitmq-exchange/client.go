@@ -1,15 +1,26 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 
 	orchard "orchard.dev/sdk"
 )
 
+// httpClient is net/http's standard client over the host's wasi:http (orchard.Transport):
+// the host's allow-list, timeouts and size cap apply to every request.
+var httpClient = &http.Client{Transport: orchard.Transport()}
+
 // client of the RabbitMQ management HTTP API (/api). Credentials come from the object's
 // credentials Secret: url (e.g. http://127.0.0.1:15672, without /api), username and
-// password of a user with the administrator tag.
+// password of a user with the administrator tag. Its requests carry the call's context
+// (obj.Context()): none outlives the call's deadline.
 type client struct {
+	ctx                  context.Context
 	base, user, password string
 }
 
@@ -26,48 +37,75 @@ func clientFor[S any](obj *orchard.Object[S]) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{strings.TrimRight(url, "/") + "/api", user, password}, nil
+	return &client{obj.Context(), strings.TrimRight(url, "/") + "/api", user, password}, nil
 }
 
-func (c *client) send(method, path string, body any) (*orchard.Response, error) {
-	r := orchard.NewRequest(method, c.base+path).BasicAuth(c.user, c.password)
+// send makes one request, with body (if any) as JSON. Every status is an answer: see
+// orchard.CheckResponse. The answer's body is already in memory (read by the transport).
+func (c *client) send(method, path string, body any) (*http.Response, error) {
+	var payload io.Reader
 	if body != nil {
-		r = r.JSON(body)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(body); err != nil {
+			return nil, orchard.Unrecoverable("%s %s: body is not JSON: %v", method, c.base+path, err)
+		}
+		payload = bytes.NewReader(bytes.TrimRight(buf.Bytes(), "\n"))
 	}
-	return r.Send()
+	req, err := http.NewRequestWithContext(c.ctx, method, c.base+path, payload)
+	if err != nil {
+		return nil, orchard.InvalidConfiguration("invalid URL %q: %v", c.base+path, err)
+	}
+	req.SetBasicAuth(c.user, c.password)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	// An error is a *url.Error wrapping the SDK's failure (a denied host, no answer, the
+	// deadline): returned as is, the host gets that failure.
+	return httpClient.Do(req)
 }
 
 // get decodes the JSON at path into out; found=false on 404.
 func (c *client) get(path, what string, out any) (found bool, err error) {
-	r, err := c.send("GET", path, nil)
+	resp, err := c.send("GET", path, nil)
 	if err != nil {
 		return false, err
 	}
-	if r.Status == 404 {
+	if err := orchard.CheckResponse(resp, what); orchard.IsNotFound(err) {
 		return false, nil
-	}
-	if err := r.Check(what); err != nil {
+	} else if err != nil {
 		return false, err
 	}
-	return true, r.JSON(out)
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false, orchard.Transient("%s: reading the answer: %v", what, err)
+	}
+	return true, orchard.DecodeJSON(answer, out)
 }
 
 // write is a PUT or POST that must succeed.
 func (c *client) write(method, path, what string, body any) error {
-	r, err := c.send(method, path, body)
+	resp, err := c.send(method, path, body)
 	if err != nil {
 		return err
 	}
-	return r.Check(what)
+	defer resp.Body.Close()
+	return orchard.CheckResponse(resp, what)
 }
 
 // remove is a DELETE that is done when the object is already gone.
 func (c *client) remove(path, what string) error {
-	r, err := c.send("DELETE", path, nil)
-	if err != nil || r.Status == 404 {
+	resp, err := c.send("DELETE", path, nil)
+	if err != nil {
 		return err
 	}
-	return r.Check(what)
+	defer resp.Body.Close()
+	if err := orchard.CheckResponse(resp, what); !orchard.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 var q = orchard.PathSegment

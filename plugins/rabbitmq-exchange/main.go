@@ -1,5 +1,6 @@
 // RabbitMQ exchanges as Kubernetes objects (RabbitExchange.rabbitmq.orchard.dev), written
-// with the Orchard Go SDK.
+// with the Orchard Go SDK; its HTTP goes through net/http's standard client over
+// orchard.Transport() (client.go).
 //
 // An exchange lives in a virtual host: spec.resource.vhostRef names a RabbitVhost object, a
 // guarded dependency (the vhost cannot be deleted while exchanges use it).

@@ -2,6 +2,7 @@ package orchard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
@@ -15,7 +16,9 @@ import (
 // The contract of each method is the one of wit/actuator.wit: every method MUST be
 // idempotent; Create MUST NOT do anything fallible after the primary resource exists; GetByID
 // returns (nil, nil) when the resource does not exist; Delete SHOULD succeed when it is
-// already gone. Every call runs in a fresh instance: keep no state between calls.
+// already gone. The calls of one reconcile pass of one object may share an instance (in
+// order, one at a time); nothing survives from one object or pass to another: keep no state
+// between calls. obj.Context() is the call's context (its deadline: CallTimeout).
 //
 // Embed Base[S, F, T] for the defaults of the optional methods (ListForAdoption,
 // ListForImport, Reconcilers, RunReconciler, Available, Observed).
@@ -151,16 +154,19 @@ func isFailure(err error) bool {
 	return asFailure(err, &f)
 }
 
-func (r raw[S, F, T]) object(o *RawObject) (*Object[S], error) {
+// object decodes the object and starts the call's context; the caller defers done (also
+// when err is not nil).
+func (r raw[S, F, T]) object(o *RawObject) (obj *Object[S], done context.CancelFunc, err error) {
+	ctx, done := callContext(o.ctx)
 	typed := &Object[S]{
 		Name: o.Name, Namespace: o.Namespace, UID: o.UID, Generation: o.Generation,
 		Labels: o.Labels, Annotations: o.Annotations, StatusID: o.StatusID,
-		Dependencies: o.Dependencies, Credentials: o.Credentials,
+		Dependencies: o.Dependencies, Credentials: o.Credentials, ctx: ctx,
 	}
 	if o.Spec != nil {
 		spec := new(S)
 		if err := json.Unmarshal(*o.Spec, spec); err != nil {
-			return nil, InvalidConfiguration("%s: spec.resource: %v", o.Name, err)
+			return nil, done, InvalidConfiguration("%s: spec.resource: %v", o.Name, err)
 		}
 		if d, ok := any(spec).(Defaulter); ok {
 			d.SetDefaults()
@@ -168,7 +174,7 @@ func (r raw[S, F, T]) object(o *RawObject) (*Object[S], error) {
 		typed.Spec = spec
 	}
 	gcCheckpoint()
-	return typed, nil
+	return typed, done, nil
 }
 
 func (r raw[S, F, T]) resource(res *RawResource) (*Resource[T], error) {
@@ -224,7 +230,8 @@ func (r raw[S, F, T]) Describe() (d RawDescription, err error) {
 
 func (r raw[S, F, T]) GetByID(o *RawObject, id string) (out *RawResource, fail *Failure) {
 	defer guard("get-by-id", func(f *Failure) { out, fail = nil, f })
-	obj, err := r.object(o)
+	obj, done, err := r.object(o)
+	defer done()
 	if err != nil {
 		return nil, report("get-by-id", err)
 	}
@@ -241,7 +248,8 @@ func (r raw[S, F, T]) GetByID(o *RawObject, id string) (out *RawResource, fail *
 
 func (r raw[S, F, T]) ListForAdoption(o *RawObject) (out []RawResource, applies bool, fail *Failure) {
 	defer guard("list-for-adoption", func(f *Failure) { out, applies, fail = nil, false, f })
-	obj, err := r.object(o)
+	obj, done, err := r.object(o)
+	defer done()
 	if err != nil {
 		return nil, false, report("list-for-adoption", err)
 	}
@@ -255,7 +263,8 @@ func (r raw[S, F, T]) ListForAdoption(o *RawObject) (out []RawResource, applies 
 
 func (r raw[S, F, T]) ListForImport(o *RawObject, filter string) (out []RawResource, fail *Failure) {
 	defer guard("list-for-import", func(f *Failure) { out, fail = nil, f })
-	obj, err := r.object(o)
+	obj, done, err := r.object(o)
+	defer done()
 	if err != nil {
 		return nil, report("list-for-import", err)
 	}
@@ -273,7 +282,8 @@ func (r raw[S, F, T]) ListForImport(o *RawObject, filter string) (out []RawResou
 
 func (r raw[S, F, T]) Create(o *RawObject) (out *RawResource, s Status) {
 	defer guard("create", func(f *Failure) { out, s = nil, Status{Failure: f} })
-	obj, err := r.object(o)
+	obj, done, err := r.object(o)
+	defer done()
 	if err != nil {
 		return nil, Status{Failure: report("create", err)}
 	}
@@ -300,7 +310,8 @@ func (r raw[S, F, T]) Create(o *RawObject) (out *RawResource, s Status) {
 
 func (r raw[S, F, T]) step(function string, o *RawObject, rr *RawResource, run func(*Object[S], *Resource[T]) (Status, error)) (s Status) {
 	defer guard(function, func(f *Failure) { s = Status{Failure: f} })
-	obj, err := r.object(o)
+	obj, done, err := r.object(o)
+	defer done()
 	if err != nil {
 		return Status{Failure: report(function, err)}
 	}
@@ -327,7 +338,8 @@ func (r raw[S, F, T]) RunReconciler(name string, o *RawObject, res *RawResource)
 
 func (r raw[S, F, T]) Reconcilers(o *RawObject, rr *RawResource) (names []string, fail *Failure) {
 	defer guard("reconcilers", func(f *Failure) { names, fail = nil, f })
-	obj, err := r.object(o)
+	obj, done, err := r.object(o)
+	defer done()
 	if err != nil {
 		return nil, report("reconcilers", err)
 	}

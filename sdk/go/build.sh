@@ -6,7 +6,9 @@
 # vendored wit runtime) to this checkout through a go.work of its own, so the plugin's go.mod
 # needs no replace directives. Nothing is downloaded (GOPROXY=off).
 #
-# Tools: go >= 1.25 on PATH, wasm-tools and the reactor adapter from sdk/install-tools.sh.
+# Tools: go >= 1.26 on PATH (the go line of the SDK's go.mod and of the go.work below; with
+# GOTOOLCHAIN=local an older go stops with "requires go >= 1.26"), wasm-tools and the reactor
+# adapter from sdk/install-tools.sh.
 # GOCACHE defaults to ~/.cache/orchard/go-build so that rebuilds are quick.
 set -euo pipefail
 SDK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,7 +18,7 @@ die() { echo "sdk/go/build.sh: $*" >&2; exit 1; }
 plugin=$(cd "$1" && pwd) || die "no folder $1"
 out=$2
 [ -f "$plugin/go.mod" ] || die "$plugin has no go.mod (see docs/writing-a-plugin/go.md)"
-command -v go >/dev/null || die "go is required (mainline Go 1.25 or later)"
+command -v go >/dev/null || die "go is required (mainline Go 1.26 or later)"
 [ -x "$WASM_TOOLS" ] && [ -s "$WASI_ADAPTER" ] || die "wasm-tools or the wasi adapter is missing: run sdk/install-tools.sh"
 
 # The committed bindings must be those of this WIT and this wit-bindgen.

@@ -1,20 +1,24 @@
 package orchard
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 )
 
-// A small blocking HTTP client: over wasi:http inside a component (net/http has no transport
-// there), over net/http natively (unit tests). Inside a component every request goes through
-// the host's allow-list: a denied request is an InvalidConfiguration failure (the admin must
-// allow the host; retrying cannot help). No response at all is a Transient failure. Any HTTP
-// status is a *Response.
+// A small blocking HTTP client: over wasi:http inside a component, over net/http natively
+// (unit tests). For net/http's own client, and every client built on it, see Transport
+// (transport.go): both send through the same code. Inside a component every request goes
+// through the host's allow-list: a denied request is an InvalidConfiguration failure (the
+// admin must allow the host; retrying cannot help). No response at all is a Transient failure.
+// Any HTTP status is a *Response.
 //
-//	r, err := orchard.Get(url).BasicAuth(user, password).Send()
+//	r, err := orchard.Get(url).WithContext(obj.Context()).BasicAuth(user, password).Send()
 //	if err != nil { return nil, err }
 //	if r.Status == 404 { return nil, nil }
 //	if err := r.Check("get exchange"); err != nil { return nil, err }
@@ -29,6 +33,7 @@ type Request struct {
 	URL     string
 	Headers [][2]string
 	Body    []byte
+	ctx     context.Context
 	err     error
 }
 
@@ -55,7 +60,19 @@ func (r *Request) BasicAuth(user, password string) *Request {
 	return r.Header("authorization", "Basic "+token)
 }
 
-// JSON sets a JSON body and its content type.
+// WithContext sends the request under ctx (usually obj.Context(), the call's context): a
+// context past its deadline, or cancelled, fails the request before it is sent, and stops
+// waiting for the answer at the deadline (a Transient failure that errors.Is
+// context.DeadlineExceeded). Without it, only the host's own timeouts apply.
+func (r *Request) WithContext(ctx context.Context) *Request {
+	r.ctx = ctx
+	return r
+}
+
+// JSON sets the body to body marshalled with encoding/json (HTML characters not escaped; a
+// json.RawMessage is sent as is) and adds the header content-type: application/json. A value
+// encoding/json cannot marshal makes Send fail with an Unrecoverable failure (a bug of the
+// plugin, not of the spec), before anything is sent.
 func (r *Request) JSON(body any) *Request {
 	text, err := jsonText(body)
 	if err != nil {
@@ -75,7 +92,50 @@ func (r *Request) Send() (*Response, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, InvalidConfiguration("invalid URL %q", r.URL)
 	}
-	return send(r, u)
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := contextError(ctx, r); err != nil {
+		return nil, err
+	}
+	return send(ctx, r, u)
+}
+
+// denied is the failure of a request the host's allow-list refused (natively: the allow-list
+// of AllowHostsNatively).
+func denied(r *Request) *Failure {
+	return InvalidConfiguration("request to %s denied by the host's allow-list", r.URL)
+}
+
+// CallError is a request stopped by its context: past the deadline or cancelled. It is a
+// Transient failure (errors.As finds the *Failure) and errors.Is finds its cause
+// (context.DeadlineExceeded, context.Canceled).
+type CallError struct {
+	Failure *Failure
+	Cause   error
+}
+
+func (e *CallError) Error() string   { return e.Failure.Error() }
+func (e *CallError) Unwrap() []error { return []error{e.Failure, e.Cause} }
+
+// Timeout says whether the deadline stopped the request (net.Error's method).
+func (e *CallError) Timeout() bool { return errors.Is(e.Cause, context.DeadlineExceeded) }
+
+// contextError is the CallError of a request whose context is done, nil otherwise. The
+// deadline is compared with the clock too: inside a component nothing runs the context's
+// timer while the plugin's code runs or waits on the host.
+func contextError(ctx context.Context, r *Request) error {
+	cause := ctx.Err()
+	if cause == nil {
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			cause = context.DeadlineExceeded
+		}
+	}
+	if cause == nil {
+		return nil
+	}
+	return &CallError{Transient("HTTP transport error: %s %s: %v", r.Method, r.URL, cause), cause}
 }
 
 // Response is a complete response.
@@ -101,30 +161,74 @@ func (r *Response) Header(name string) string {
 // Text is the body as text.
 func (r *Response) Text() string { return string(r.Body) }
 
-// JSON decodes the body; a Transient failure when it is not JSON of that shape.
-func (r *Response) JSON(v any) error {
-	if err := json.Unmarshal(r.Body, v); err != nil {
-		return Transient("response is not the JSON expected: %v: %.200q", err, r.Body)
+// JSON decodes the body with encoding/json into v. A body that is not JSON of that shape is
+// a Transient failure ("response is not the JSON expected: …", quoting the body's first 200
+// bytes): the system answered something unexpected, perhaps for a moment (a proxy's error
+// page); it is not the spec's fault.
+func (r *Response) JSON(v any) error { return DecodeJSON(r.Body, v) }
+
+// DecodeJSON is Response.JSON for a body read another way (e.g. from an *http.Response).
+func DecodeJSON(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return Transient("response is not the JSON expected: %v: %.200q", err, body)
 	}
 	return nil
 }
 
-// Check is nil for a 2xx response, else a failure carrying status and body: 4xx other than
-// 404, 408, 409 and 429 are InvalidConfiguration (the request itself is wrong), the rest
-// Transient.
+// Check is nil for a 2xx response, else an *HTTPError carrying status and body, which is a
+// failure (errors.As finds the *Failure): 4xx other than 404, 408, 409 and 429 are
+// InvalidConfiguration (the request itself is wrong), the rest Transient.
 func (r *Response) Check(what string) error {
 	if r.OK() {
 		return nil
 	}
-	body := strings.TrimSpace(r.Text())
+	return &HTTPError{StatusCode: r.Status, Body: r.Body, What: what}
+}
+
+// HTTPError is an HTTP answer that is not a success (not 2xx), from Response.Check or
+// CheckResponse. It is a failure: errors.As finds its *Failure (see Failure), with the kind
+// Check gives the status. IsNotFound tells a 404.
+type HTTPError struct {
+	StatusCode int
+	// Body is the answer's body (bounded by MaxResponseBody; CheckResponse keeps 64 KiB).
+	Body []byte
+	// What names the request in the message ("get exchange x"; "GET <url>" by default).
+	What string
+}
+
+func (e *HTTPError) Error() string { return e.Failure().Error() }
+
+// Unwrap is the failure the error stands for.
+func (e *HTTPError) Unwrap() error { return e.Failure() }
+
+// Failure is the failure the host receives: the message names what, the status and the body
+// (its first 1000 bytes).
+func (e *HTTPError) Failure() *Failure {
+	body := strings.TrimSpace(string(e.Body))
 	if len(body) > 1000 {
 		body = body[:1000]
 	}
-	message := fmt.Sprintf("%s: HTTP %d: %s", what, r.Status, body)
-	if r.Status >= 400 && r.Status < 500 && r.Status != 404 && r.Status != 408 && r.Status != 409 && r.Status != 429 {
+	message := fmt.Sprintf("%s: HTTP %d: %s", e.What, e.StatusCode, body)
+	s := e.StatusCode
+	if s >= 400 && s < 500 && s != 404 && s != 408 && s != 409 && s != 429 {
 		return &Failure{KindInvalidConfiguration, message}
 	}
 	return &Failure{KindTransient, message}
+}
+
+// IsNotFound says whether err is (or wraps) an *HTTPError of status 404.
+func IsNotFound(err error) bool { return HTTPStatus(err) == 404 }
+
+// IsConflict says whether err is (or wraps) an *HTTPError of status 409.
+func IsConflict(err error) bool { return HTTPStatus(err) == 409 }
+
+// HTTPStatus is the status code of the *HTTPError err is or wraps, 0 when there is none.
+func HTTPStatus(err error) int {
+	var h *HTTPError
+	if errors.As(err, &h) {
+		return h.StatusCode
+	}
+	return 0
 }
 
 // PathSegment is one URL path segment, percent-encoded (`/` too): "a/b" -> "a%2Fb".

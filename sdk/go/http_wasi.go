@@ -3,13 +3,17 @@
 package orchard
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
+	clock "orchard.dev/sdk/internal/wit/imports/wasi_clocks_monotonic_clock"
 	outgoing "orchard.dev/sdk/internal/wit/imports/wasi_http_outgoing_handler"
 	ht "orchard.dev/sdk/internal/wit/imports/wasi_http_types"
+	poll "orchard.dev/sdk/internal/wit/imports/wasi_io_poll"
 	streams "orchard.dev/sdk/internal/wit/imports/wasi_io_streams"
 )
 
@@ -40,12 +44,35 @@ func method(name string) ht.Method {
 
 func errorCode(r *Request, code ht.ErrorCode) error {
 	if code.Tag() == ht.ErrorCode_HttpRequestDenied {
-		return InvalidConfiguration("request to %s denied by the host's allow-list", r.URL)
+		return denied(r)
 	}
 	return Transient("HTTP transport error: %s %s: error code %d", r.Method, r.URL, code.Tag())
 }
 
-func send(r *Request, u *url.URL) (*Response, error) {
+// wait blocks until pollable is ready, or until the context's deadline: then the request's
+// CallError. Nothing can cancel a context while the component waits on the host (one thread,
+// no timer runs), so the deadline is the only way out; the host's own timeouts hold anyway.
+func wait(ctx context.Context, r *Request, pollable *poll.Pollable) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		pollable.Block()
+		return nil
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return contextError(ctx, r)
+	}
+	timer := clock.SubscribeDuration(uint64(left.Nanoseconds()))
+	defer timer.Drop()
+	for _, i := range poll.Poll([]*poll.Pollable{pollable, timer}) {
+		if i == 0 {
+			return nil
+		}
+	}
+	return &CallError{Transient("HTTP transport error: %s %s: %v", r.Method, r.URL, context.DeadlineExceeded), context.DeadlineExceeded}
+}
+
+func send(ctx context.Context, r *Request, u *url.URL) (*Response, error) {
 	transport := func(format string, args ...any) error {
 		return Transient("HTTP transport error: %s %s: %s", r.Method, r.URL, fmt.Sprintf(format, args...))
 	}
@@ -85,6 +112,11 @@ func send(r *Request, u *url.URL) (*Response, error) {
 		}
 		out := stream.Ok()
 		for i := 0; i < len(r.Body); i += writeChunk {
+			if err := contextError(ctx, r); err != nil {
+				out.Drop()
+				req.Drop()
+				return nil, err
+			}
 			end := min(i+writeChunk, len(r.Body))
 			if res := out.BlockingWriteAndFlush(r.Body[i:end]); res.IsErr() {
 				out.Drop()
@@ -96,15 +128,23 @@ func send(r *Request, u *url.URL) (*Response, error) {
 	if res := ht.OutgoingBodyFinish(bodyOut, witTypes.None[*ht.Fields]()); res.IsErr() {
 		return nil, transport("finishing body")
 	}
+	if err := contextError(ctx, r); err != nil {
+		req.Drop()
+		return nil, err
+	}
 	handled := outgoing.Handle(req, witTypes.None[*ht.RequestOptions]())
 	if handled.IsErr() {
 		return nil, errorCode(r, handled.Err())
 	}
+	// Dropping the future (on every return) cancels a request still in flight.
 	future := handled.Ok()
 	defer future.Drop()
 	pollable := future.Subscribe()
-	pollable.Block()
+	err := wait(ctx, r, pollable)
 	pollable.Drop()
+	if err != nil {
+		return nil, err
+	}
 	outcome := future.Get()
 	if outcome.IsNone() {
 		return nil, transport("no response")
@@ -135,18 +175,31 @@ func send(r *Request, u *url.URL) (*Response, error) {
 		return nil, transport("no response body stream")
 	}
 	in := stream.Ok()
+	ready := in.Subscribe()
 	for {
-		chunk := in.BlockingRead(readChunk)
+		chunk := in.Read(readChunk)
+		if chunk.IsOk() && len(chunk.Ok()) == 0 {
+			// Nothing yet: wait for more (or the end), within the deadline.
+			if err := wait(ctx, r, ready); err != nil {
+				ready.Drop()
+				in.Drop()
+				incomingBody.Drop()
+				return nil, err
+			}
+			continue
+		}
 		if chunk.IsErr() {
 			if chunk.Err().Tag() == streams.StreamError_Closed {
 				break
 			}
+			ready.Drop()
 			in.Drop()
 			incomingBody.Drop()
 			return nil, transport("reading body")
 		}
 		resp.Body = append(resp.Body, chunk.Ok()...)
 		if len(resp.Body) > MaxResponseBody {
+			ready.Drop()
 			in.Drop()
 			incomingBody.Drop()
 			return nil, Transient("%s %s: response body larger than %d bytes", r.Method, r.URL, MaxResponseBody)
@@ -154,6 +207,7 @@ func send(r *Request, u *url.URL) (*Response, error) {
 		// Each chunk was allocated through cabi_realloc, with the collector off: collect here.
 		gcCheckpoint()
 	}
+	ready.Drop()
 	in.Drop()
 	ht.IncomingBodyFinish(incomingBody).Drop()
 	return resp, nil

@@ -27,6 +27,23 @@ type Drift struct {
 	Sensitive bool
 }
 
+// String is the drift as `field: observed -> desired`, its values as JSON text ("(absent)" for
+// none), so that a test's %v of a drift or of TakeReports() shows values, not pointers. A
+// sensitive field is marked "(sensitive)": the host masks it, a native test shows it.
+func (d Drift) String() string {
+	value := func(v *string) string {
+		if v == nil {
+			return "(absent)"
+		}
+		return *v
+	}
+	field := d.Field
+	if d.Sensitive {
+		field += " (sensitive)"
+	}
+	return field + ": " + value(d.Observed) + " -> " + value(d.Desired)
+}
+
 // ReportConnectionDetail reports a connection detail: key a Secret data key; a later value of
 // a key replaces an earlier one.
 func ReportConnectionDetail(key string, value []byte) { sendDetail(key, value) }

@@ -2,7 +2,10 @@
 
 package orchard
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // NativeReportLimit is how many connection details, and how many drifts, the native collector
 // keeps (later ones are dropped).
@@ -20,6 +23,9 @@ type ConnectionDetail struct {
 	Key   string
 	Value []byte
 }
+
+// String is the detail as `key: "value"`, for a test's %v.
+func (c ConnectionDetail) String() string { return fmt.Sprintf("%s: %q", c.Key, c.Value) }
 
 // Detail is the last value reported for key, and whether there was one.
 func (r Reports) Detail(key string) (string, bool) {

@@ -1,6 +1,7 @@
 package orchard
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -225,6 +226,7 @@ type Object[S any] struct {
 	StatusID             *string // status.id, once known
 	Dependencies         []Dependency
 	Credentials          map[string][]byte
+	ctx                  context.Context // Context
 }
 
 // RequireSpec is the spec, or an InvalidConfiguration failure when the object has none.
