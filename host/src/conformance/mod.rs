@@ -6,9 +6,9 @@
 //!
 //! One sample object (its `spec.resource`, credentials and dependencies) goes through the
 //! phases of [`Rule::ALL`], in order — describe, adoption before create, create, the kill
-//! point, a second create, two passes of the reconcilers, observed against its schema,
-//! import by id and by filter, delete twice, get-by-id of the deleted id — each one
-//! answering pass, fail or skip ([`report`]).
+//! point, a second create, two passes of the reconcilers, observed against its schema, a
+//! create by a second object naming the same resource, import by id and by filter, delete
+//! twice, get-by-id of the deleted id — each one answering pass, fail or skip ([`report`]).
 //!
 //! # Contract
 //!

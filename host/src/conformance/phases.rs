@@ -121,6 +121,54 @@ fn changed_keys(before: &Value, after: &Value) -> Vec<String> {
     }
 }
 
+/// What `get-by-id` and `observed` answer for one resource at one moment.
+#[derive(Debug, Clone)]
+struct Snapshot {
+    state: Value,
+    observed: Value,
+}
+
+/// The top-level keys of `what` that changed from `before` to `after`, leaving out the
+/// `volatile` ones (those that changed between two reads with nothing in between). `None`
+/// when the documents are not objects and one of them changes by itself: nothing to compare.
+fn overwritten(
+    what: &str,
+    before: &Value,
+    again: &Value,
+    after: &Value,
+    ev: &mut Evidence,
+) -> Option<String> {
+    let volatile = if before == again {
+        Vec::new()
+    } else {
+        changed_keys(before, again)
+    };
+    if before.as_object().is_none() && !volatile.is_empty() {
+        ev.note(format!(
+            "{what} changes between two reads and is not an object: it is not compared"
+        ));
+        return None;
+    }
+    if !volatile.is_empty() {
+        ev.note(format!(
+            "{what} field(s) {} change between two reads: not compared",
+            volatile.join(", ")
+        ));
+    }
+    let changed: Vec<String> = changed_keys(again, after)
+        .into_iter()
+        .filter(|k| !volatile.contains(k))
+        .collect();
+    (again != after && !changed.is_empty()).then(|| {
+        format!(
+            "its {what} changed in: {} (before {}, after {})",
+            changed.join(", "),
+            shown(again),
+            shown(after)
+        )
+    })
+}
+
 impl<'a> Kit<'a> {
     /// A run of `actuator` on `sample` (its `status.id` is ignored).
     pub fn new(
@@ -169,6 +217,50 @@ impl<'a> Kit<'a> {
         }
     }
 
+    /// A second object naming the same resource as the sample: another `metadata.name` and
+    /// uid, the same spec, credentials and dependencies, no `status.id`.
+    fn twin(&self) -> ManagedObject {
+        let base: String = self.sample.name.chars().take(240).collect();
+        ManagedObject {
+            name: format!("{base}-twin"),
+            uid: format!("{}-twin", self.sample.uid),
+            status_id: None,
+            ..self.sample.clone()
+        }
+    }
+
+    /// `get-by-id` and `observed` of `id` now.
+    async fn snapshot(&self, id: &str) -> Result<Snapshot, String> {
+        let res = self.fetch(id).await?;
+        let observed = self
+            .actuator
+            .observed(&res)
+            .await
+            .map_err(|e| format!("observed: {}", call(&e)))?;
+        Ok(Snapshot {
+            state: res.state,
+            observed,
+        })
+    }
+
+    /// Whether the sample's `list-for-adoption` finds `id` (`None`: it cannot tell — adoption
+    /// does not apply or did not answer); records what this run made.
+    async fn adopts(&mut self, id: &str) -> Option<bool> {
+        match retry(
+            &self.budget,
+            async || self.actuator.list_for_adoption(&self.sample).await,
+            transient,
+        )
+        .await
+        {
+            Ok(Ok(Some(list))) => {
+                self.record_new(&list);
+                Some(list.iter().any(|r| r.id == id))
+            }
+            _ => None,
+        }
+    }
+
     /// Records every resource in `list` this run made (anything found after a clean slate).
     fn record_new(&mut self, list: &[ExternalResource]) {
         if self.clean_slate {
@@ -209,6 +301,7 @@ impl<'a> Kit<'a> {
             Rule::CreateNotRepeated => self.create_not_repeated(&res).await,
             Rule::ReconcileIdempotent => self.reconcile_idempotent(res).await,
             Rule::ObservedSchema => self.observed_schema(&res).await,
+            Rule::CreateNeverOverwrites => self.create_never_overwrites(&res).await,
             Rule::ImportById => self.import_by_id(&res).await,
             Rule::ImportByFilter => self.import_by_filter(&res).await,
             Rule::Delete => self.delete(&res).await,
@@ -514,6 +607,126 @@ impl<'a> Kit<'a> {
             }
             Ok(Err(f)) => ev.fail(format!("list-for-adoption failed: {}", failure(&f))),
             Err(e) => ev.fail(format!("list-for-adoption: {}", call(&e))),
+        }
+    }
+
+    async fn create_never_overwrites(&mut self, res: &ExternalResource) -> Verdict {
+        let mut ev = Evidence::default();
+        // Two reads before: what changes between them by itself is no overwrite.
+        let (before, again) = match (self.snapshot(&res.id).await, self.snapshot(&res.id).await) {
+            (Ok(b), Ok(a)) => (b, a),
+            (Err(why), _) | (_, Err(why)) => return ev.fail(why),
+        };
+        let adopted_before = self.adopts(&res.id).await;
+        let twin = self.twin();
+        ev.note(format!(
+            "a second object, {}/{} (uid {:?}), with the same spec.resource and no status.id, calls create while {} exists",
+            twin.namespace, twin.name, twin.uid, res.id
+        ));
+        match self.actuator.create(&twin).await {
+            Ok(Ok(other)) if other.id == res.id => {
+                ev.note(format!(
+                    "create answered the existing resource {}",
+                    other.id
+                ));
+            }
+            Ok(Ok(other)) => {
+                self.ledger.record(&other);
+                let removed = self
+                    .ledger
+                    .remove(self.actuator, &twin, &other.id, &self.budget)
+                    .await
+                    .map_or_else(
+                        |why| format!("could not delete it: {why}"),
+                        |()| "deleted it".to_owned(),
+                    );
+                ev.note(format!(
+                    "create made another resource, {}, beside {} (the kit {removed}): not an overwrite",
+                    other.id, res.id
+                ));
+            }
+            Ok(Err(s)) => ev.note(format!("create answered {} (nothing created)", status(&s))),
+            Err(e) => {
+                return ev.fail(format!(
+                    "the second object's create gave no answer, so whether it overwrote {} is unknown: {}",
+                    res.id,
+                    call(&e)
+                ));
+            }
+        }
+        let found = match retry(
+            &self.budget,
+            async || {
+                self.actuator
+                    .get_by_id(&self.managed(&res.id), &res.id)
+                    .await
+            },
+            transient,
+        )
+        .await
+        {
+            Ok(Ok(Some(found))) if found.id == res.id => found,
+            Ok(Ok(Some(found))) => {
+                return ev.fail(format!(
+                    "after the second object's create, get-by-id {} answers another id, {}",
+                    res.id, found.id
+                ));
+            }
+            Ok(Ok(None)) => {
+                return ev.fail(format!(
+                    "after the second object's create, get-by-id {} answers none: create replaced or removed the existing resource",
+                    res.id
+                ));
+            }
+            Ok(Err(f)) => return ev.fail(format!("get-by-id {} failed: {}", res.id, failure(&f))),
+            Err(e) => return ev.fail(format!("get-by-id {}: {}", res.id, call(&e))),
+        };
+        let after = match self.actuator.observed(&found).await {
+            Ok(observed) => Snapshot {
+                state: found.state.clone(),
+                observed,
+            },
+            Err(e) => return ev.fail(format!("observed: {}", call(&e))),
+        };
+        self.resource = Some(found);
+        let mut broken = Vec::new();
+        let documents = [
+            (
+                "state (get-by-id)",
+                &before.state,
+                &again.state,
+                &after.state,
+            ),
+            (
+                "observed state",
+                &before.observed,
+                &again.observed,
+                &after.observed,
+            ),
+        ];
+        for (what, b, a, now) in documents {
+            if let Some(why) = overwritten(what, b, a, now, &mut ev) {
+                broken.push(why);
+            }
+        }
+        if adopted_before == Some(true) && self.adopts(&res.id).await == Some(false) {
+            broken.push(format!(
+                "the sample's list-for-adoption no longer finds {}: the second object's create took it over",
+                res.id
+            ));
+        }
+        if broken.is_empty() {
+            ev.note(format!(
+                "get-by-id and observed of {} answer the same as before: create left it untouched",
+                res.id
+            ));
+            ev.pass()
+        } else {
+            ev.fail(format!(
+                "create overwrote {}, which existed under the same name: {}",
+                res.id,
+                broken.join("; ")
+            ))
         }
     }
 

@@ -60,6 +60,15 @@ pub enum Rule {
     ReconcileIdempotent,
     /// `observed` MUST match `observed-schema`.
     ObservedSchema,
+    /// `create` MUST NOT overwrite a resource that exists under the same name. The host calls
+    /// create only after adoption found nothing, so a create that meets an existing resource
+    /// meets one that is not (provably) this object's: a second object naming the same
+    /// resource (another `metadata.name` and uid, the same `spec.resource`, no `status.id`)
+    /// calls `create`, which MUST refuse (a failure, terminal or transient) or answer the
+    /// existing resource untouched: `get-by-id` and `observed` answer the same before and
+    /// after (fields that change between two reads aside), and the sample's
+    /// `list-for-adoption` still finds it. A put-style create (an upsert) breaks it.
+    CreateNeverOverwrites,
     /// Import by id: `get-by-id` for an unmanaged object (no `spec`, no `status.id`, no
     /// dependencies) MUST find the resource.
     ImportById,
@@ -81,7 +90,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order of the phases.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::DescribePure,
         Self::DescribeValid,
         Self::AdoptionBeforeCreate,
@@ -91,6 +100,7 @@ impl Rule {
         Self::CreateNotRepeated,
         Self::ReconcileIdempotent,
         Self::ObservedSchema,
+        Self::CreateNeverOverwrites,
         Self::ImportById,
         Self::ImportByFilter,
         Self::Delete,
@@ -110,6 +120,7 @@ impl Rule {
             Self::CreateNotRepeated => "create-not-repeated",
             Self::ReconcileIdempotent => "reconcile-idempotent",
             Self::ObservedSchema => "observed-schema",
+            Self::CreateNeverOverwrites => "create-never-overwrites",
             Self::ImportById => "import-by-id",
             Self::ImportByFilter => "import-by-filter",
             Self::Delete => "delete",

@@ -26,6 +26,19 @@ enum Break {
     ImportBySuffix,
     UnknownIdFails,
     FlakyCreate,
+    /// An upsert: a create for a name that exists writes the spec over it (what create sets
+    /// replaces what the reconcilers set) and answers it.
+    PutCreate,
+    /// An upsert that writes the same content but bumps the resource's revision (etcd's
+    /// `put`): only the state shows it.
+    PutCreateBumpsRevision,
+    /// An upsert that writes its object's ownership over the resource; adoption matches on
+    /// the owner, which no answer shows.
+    PutCreateTakesOwnership,
+    /// A create for a name that exists answers the existing resource untouched.
+    CreateAnswersExisting,
+    /// get-by-id answers a field that changes on every read (a fetch counter).
+    VolatileState,
 }
 
 /// Resources by id; each has the `name` of the object that made it and a `kind`.
@@ -34,6 +47,9 @@ struct System {
     resources: BTreeMap<String, Value>,
     describes: u32,
     creates: u32,
+    reads: u32,
+    /// The uid of the object each resource belongs to (`PutCreateTakesOwnership`).
+    owners: BTreeMap<String, String>,
 }
 
 struct Fake {
@@ -116,10 +132,17 @@ impl Actuator for Fake {
         _: &ManagedObject,
         id: &str,
     ) -> CallResult<Result<Option<ExternalResource>, Failure>> {
-        let sys = self.system.lock().unwrap();
+        let mut sys = self.system.lock().unwrap();
+        sys.reads += 1;
+        let reads = sys.reads;
         match sys.resources.get(id) {
             None if (self.breaks == Break::UnknownIdFails) => {
                 Ok(Err(Failure::Transient(format!("404 for {id}"))))
+            }
+            Some(s) if self.breaks == Break::VolatileState => {
+                let mut s = s.clone();
+                s["reads"] = json!(reads);
+                Ok(Ok(Some(Self::res(id, &s))))
             }
             found => Ok(Ok(found.map(|s| Self::res(id, s)))),
         }
@@ -136,10 +159,13 @@ impl Actuator for Fake {
             return Ok(Ok(Some(vec![])));
         }
         let sys = self.system.lock().unwrap();
+        let owned = |id: &String| {
+            self.breaks != Break::PutCreateTakesOwnership || sys.owners.get(id) == Some(&obj.uid)
+        };
         Ok(Ok(Some(
             sys.resources
                 .iter()
-                .filter(|(_, s)| s["name"] == name)
+                .filter(|(id, s)| s["name"] == name && owned(id))
                 .map(|(id, s)| Self::res(id, s))
                 .collect(),
         )))
@@ -180,8 +206,34 @@ impl Actuator for Fake {
             )
             .into()));
         }
-        let exists = sys.resources.values().any(|s| s["name"] == name);
-        if exists && !(self.breaks == Break::DuplicateCreate) {
+        let existing = sys
+            .resources
+            .iter()
+            .find(|(_, s)| s["name"] == name)
+            .map(|(id, s)| (id.clone(), s.clone()));
+        if let Some((id, mut state)) = existing.clone() {
+            let answers_it = match self.breaks {
+                Break::PutCreate => {
+                    state = json!({"name": name, "kind": "new"});
+                    true
+                }
+                Break::PutCreateBumpsRevision => {
+                    state["revision"] = json!(state["revision"].as_u64().unwrap_or(1) + 1);
+                    true
+                }
+                Break::PutCreateTakesOwnership => {
+                    sys.owners.insert(id.clone(), obj.uid.clone());
+                    true
+                }
+                Break::CreateAnswersExisting => true,
+                _ => false,
+            };
+            if answers_it {
+                sys.resources.insert(id.clone(), state.clone());
+                return Ok(Ok(Self::res(&id, &state)));
+            }
+        }
+        if existing.is_some() && !(self.breaks == Break::DuplicateCreate) {
             return Ok(Err(Failure::InvalidConfiguration(format!(
                 "{name} already exists"
             ))
@@ -190,6 +242,7 @@ impl Actuator for Fake {
         let id = format!("{name}-{}", sys.creates);
         let state = json!({"name": name, "kind": "new"});
         sys.resources.insert(id.clone(), state.clone());
+        sys.owners.insert(id.clone(), obj.uid.clone());
         Ok(Ok(Self::res(&id, &state)))
     }
 
@@ -316,7 +369,17 @@ async fn a_create_that_makes_a_second_resource_fails_create_not_repeated_and_the
         "{}",
         r.table()
     );
-    assert_eq!(r.cleanup.deleted, vec!["zone-a-2".to_owned()]);
+    // The second object's create makes a third (create-never-overwrites removes it at once:
+    // another resource is no overwrite).
+    assert_eq!(
+        r.cleanup.deleted,
+        vec!["zone-a-2".to_owned(), "zone-a-3".to_owned()]
+    );
+    assert!(
+        evidence(&r, Rule::CreateNeverOverwrites).contains("made another resource, zone-a-3"),
+        "{}",
+        r.table()
+    );
     assert!(fake.ids().is_empty(), "left: {:?}", fake.ids());
     assert!(!r.passed);
 }
@@ -517,4 +580,109 @@ async fn a_sample_off_the_resource_schema_fails_describe_valid_with_the_path() {
         r.table()
     );
     assert!(fake.ids().is_empty(), "left: {:?}", fake.ids());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_put_style_create_fails_create_never_overwrites_naming_what_it_changed() {
+    let fake = Fake::new(Break::PutCreate);
+    let r = report(&fake).await;
+    // The second create of the same object answers the same id: create-not-repeated cannot
+    // tell an upsert from a create that knows its resource.
+    assert_eq!(
+        r.failed(),
+        vec![Rule::CreateNeverOverwrites],
+        "{}",
+        r.table()
+    );
+    let ev = evidence(&r, Rule::CreateNeverOverwrites);
+    assert!(ev.contains("sample-twin"), "{ev}");
+    assert!(
+        ev.contains("create overwrote zone-a-1, which existed under the same name"),
+        "{ev}"
+    );
+    assert!(
+        ev.contains(r#"observed state changed in: kind (before {"kind":"wanted","name":"zone-a"}, after {"kind":"new","name":"zone-a"})"#),
+        "{ev}"
+    );
+    assert!(fake.ids().is_empty(), "left: {:?}", fake.ids());
+    assert!(!r.passed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upsert_that_only_bumps_the_revision_fails_create_never_overwrites_on_the_state() {
+    let fake = Fake::new(Break::PutCreateBumpsRevision);
+    let r = report(&fake).await;
+    assert_eq!(
+        r.failed(),
+        vec![Rule::CreateNeverOverwrites],
+        "{}",
+        r.table()
+    );
+    let ev = evidence(&r, Rule::CreateNeverOverwrites);
+    assert!(
+        ev.contains("its state (get-by-id) changed in: revision"),
+        "{ev}"
+    );
+    assert!(!ev.contains("observed state changed"), "{ev}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upsert_that_takes_the_resource_over_fails_create_never_overwrites_through_adoption() {
+    let fake = Fake::new(Break::PutCreateTakesOwnership);
+    let r = report(&fake).await;
+    assert_eq!(
+        r.failed(),
+        vec![Rule::CreateNeverOverwrites],
+        "{}",
+        r.table()
+    );
+    let ev = evidence(&r, Rule::CreateNeverOverwrites);
+    assert!(
+        ev.contains("the sample's list-for-adoption no longer finds zone-a-1: the second object's create took it over"),
+        "{ev}"
+    );
+    assert!(fake.ids().is_empty(), "left: {:?}", fake.ids());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_that_answers_the_existing_resource_untouched_keeps_every_rule() {
+    let fake = Fake::new(Break::CreateAnswersExisting);
+    let r = report(&fake).await;
+    assert!(r.passed, "{}", r.table());
+    assert!(
+        evidence(&r, Rule::CreateNeverOverwrites)
+            .contains("create answered the existing resource zone-a-1"),
+        "{}",
+        r.table()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_create_of_the_second_object_passes_create_never_overwrites() {
+    let fake = Fake::new(Break::Nothing);
+    let r = report(&fake).await;
+    let ev = evidence(&r, Rule::CreateNeverOverwrites);
+    assert_eq!(
+        outcome(&r, Rule::CreateNeverOverwrites),
+        Outcome::Pass,
+        "{ev}"
+    );
+    assert!(
+        ev.contains("zone-a already exists") && ev.contains("(nothing created)"),
+        "{ev}"
+    );
+    assert!(ev.contains("create left it untouched"), "{ev}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_state_field_that_changes_on_every_read_is_not_taken_for_an_overwrite() {
+    let fake = Fake::new(Break::VolatileState);
+    let r = report(&fake).await;
+    assert!(r.passed, "{}", r.table());
+    assert!(
+        evidence(&r, Rule::CreateNeverOverwrites)
+            .contains("state (get-by-id) field(s) reads change between two reads: not compared"),
+        "{}",
+        r.table()
+    );
 }
