@@ -10,10 +10,11 @@ PY_SDK := $(wildcard sdk/python/orchard_sdk/*.py) sdk/python/build.sh sdk/python
 JS_SDK := $(wildcard sdk/js/src/*.js) sdk/js/build.mjs sdk/js/package-lock.json
 WIT := $(wildcard wit/*.wit wit/deps/*/*.wit)
 RABBITMQ_CLIENT := plugins/rabbitmq-client/rabbitmq_client.py
-GO_SDK := $(wildcard sdk/go/*.go sdk/go/go.mod sdk/go/internal/wit/*/*.go sdk/go/internal/wit/*/*/*.go) sdk/go/build.sh sdk/guest-tools.sh
+GO_SDK := $(wildcard sdk/go/*.go sdk/go/go.mod sdk/go/go.sum sdk/go/schema/*.go sdk/go/internal/wit/*/*.go sdk/go/internal/wit/*/*/*.go) sdk/go/build.sh sdk/go/gowork.sh sdk/guest-tools.sh
 C_SDK := $(wildcard sdk/c/*.c sdk/c/*.h) sdk/c/build.sh sdk/guest-tools.sh
+GO_PLUGIN_DIRS := plugins/rabbitmq-exchange plugins/pdns-tsig-go
 GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.wasm $(PLUGIN_DIR)/rabbitmq_user.wasm \
-	$(PLUGIN_DIR)/rabbitmq_exchange.wasm $(PLUGIN_DIR)/pdns_tsig.wasm
+	$(PLUGIN_DIR)/rabbitmq_exchange.wasm $(PLUGIN_DIR)/pdns_tsig.wasm $(PLUGIN_DIR)/pdns_tsig_go.wasm
 
 .PHONY: test demo demo-down demo-status plugins rust-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
 
@@ -46,6 +47,12 @@ rust-plugins:
 	@# built first so that the last build in place is the regular one.
 	ORCHARD_PLUGIN_BUILD=next cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone
 	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_next.wasm
+	@# The schema-evolution scenarios' two builds, on a group of their own: today's DnsZone
+	@# (v1alpha1) and the next (v1alpha1 and v1beta1, converted by the plugin).
+	ORCHARD_PDNS_ZONE_GROUP=evolution.pdns.orchard.dev cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone
+	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_evolution_v1alpha1.wasm
+	ORCHARD_PDNS_ZONE_GROUP=evolution.pdns.orchard.dev ORCHARD_PLUGIN_BUILD=v1beta1 cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone --features v1beta1
+	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_evolution_v1beta1.wasm
 	cargo build --profile plugin --target wasm32-wasip2 $(PLUGINS)
 
 ## componentize-py (a venv), the npm packages of sdk/js, wasm-tools and wit-bindgen for Go
@@ -54,6 +61,9 @@ guest-tools:
 	bash sdk/install-tools.sh
 
 guest-plugins: guest-tools
+	@# The Go modules of the Go SDK and plugins into the module cache (their builds and
+	@# `go test` in sdk/go download nothing); no network once they are there.
+	sdk/go/download.sh $(GO_PLUGIN_DIRS)
 	@$(MAKE) --no-print-directory $(GUEST_PLUGINS)
 
 $(PLUGIN_DIR)/rabbitmq_vhost.wasm: $(wildcard plugins/rabbitmq-vhost/*.py) $(RABBITMQ_CLIENT) $(PY_SDK) $(WIT)
@@ -65,8 +75,14 @@ $(PLUGIN_DIR)/rabbitmq_queue.wasm: $(wildcard plugins/rabbitmq-queue/*.py) $(RAB
 $(PLUGIN_DIR)/rabbitmq_user.wasm: $(wildcard plugins/rabbitmq-user/*.js) $(JS_SDK) $(WIT)
 	sdk/js/build.sh plugins/rabbitmq-user $@
 
+## Go plugins: their own tests run natively (sdk/go/test.sh), then built.
 $(PLUGIN_DIR)/rabbitmq_exchange.wasm: $(wildcard plugins/rabbitmq-exchange/*.go plugins/rabbitmq-exchange/go.mod) $(GO_SDK) $(WIT)
+	sdk/go/test.sh plugins/rabbitmq-exchange
 	sdk/go/build.sh plugins/rabbitmq-exchange $@
+
+$(PLUGIN_DIR)/pdns_tsig_go.wasm: $(wildcard plugins/pdns-tsig-go/*.go plugins/pdns-tsig-go/pdnsapi/*.go plugins/pdns-tsig-go/go.*) $(GO_SDK) $(WIT)
+	sdk/go/test.sh plugins/pdns-tsig-go
+	sdk/go/build.sh plugins/pdns-tsig-go $@
 
 $(PLUGIN_DIR)/pdns_tsig.wasm: $(wildcard plugins/pdns-tsig/*.c plugins/pdns-tsig/*.h) $(C_SDK) $(WIT)
 	sdk/c/build.sh plugins/pdns-tsig $@

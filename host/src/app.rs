@@ -112,6 +112,9 @@ pub enum Error {
     /// This host's presence could not be announced.
     #[error(transparent)]
     Presence(#[from] crate::ops::presence::Error),
+    /// The conversion webhook could not start.
+    #[error("conversion webhook: {0}")]
+    Webhook(#[source] crate::conversion::server::ServerError),
     /// The pass trace could not be opened.
     #[error("opening the pass trace {path}: {source}")]
     PassTrace {
@@ -226,6 +229,84 @@ pub struct AppConfig {
     /// Longest wait for the apiserver's answer to one request (its headers: a watch answers
     /// at once and streams on), so that no pass, drain or hand-over hangs on a lost request.
     pub api_timeout: Duration,
+    /// The conversion webhook, for the kinds whose plugin lists several versions (`None`:
+    /// such a kind's CRD is refused).
+    pub conversion_webhook: Option<ConversionWebhook>,
+}
+
+/// Where the conversion webhook listens, how the apiserver reaches it, and its certificate.
+#[derive(Debug, Clone)]
+pub struct ConversionWebhook {
+    /// The address it binds (port 0: any).
+    pub addr: SocketAddr,
+    /// How the apiserver reaches it; `None`: `https://<bound address>/convert`.
+    pub reach: Option<WebhookReach>,
+    /// `tls.crt`, `tls.key` (and `ca.crt`) to serve with; `None`: generated at start.
+    pub cert_dir: Option<PathBuf>,
+}
+
+/// How the apiserver reaches the conversion webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookReach {
+    /// A URL (`https://…/convert`).
+    Url(String),
+    /// A Service in front of the host's pods (`namespace`, `name`, `port`; path `/convert`).
+    Service {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+        /// The Service's port.
+        port: u16,
+    },
+}
+
+impl ConversionWebhook {
+    /// Serves the webhook (phase 2b) and answers the `clientConfig` the CRDs name it by.
+    async fn start(&self) -> Result<crate::crd::Webhook, Error> {
+        use crate::conversion::server::{self, Tls};
+        let reach_names = |bound: SocketAddr| -> Vec<String> {
+            match &self.reach {
+                Some(WebhookReach::Service {
+                    namespace, name, ..
+                }) => vec![
+                    format!("{name}.{namespace}.svc"),
+                    format!("{name}.{namespace}.svc.cluster.local"),
+                ],
+                Some(WebhookReach::Url(url)) => url
+                    .parse::<http::Uri>()
+                    .ok()
+                    .and_then(|u| u.host().map(|h| h.trim_matches(['[', ']']).to_owned()))
+                    .into_iter()
+                    .collect(),
+                None => vec![bound.ip().to_string()],
+            }
+        };
+        // The names are known before binding except for a bare address: bind first.
+        let tls = if let Some(dir) = &self.cert_dir {
+            Tls::from_dir(dir)
+        } else {
+            Tls::generate(reach_names(self.addr))
+        }
+        .map_err(Error::Webhook)?;
+        let bound = server::serve(self.addr, &tls, crate::conversion::registry())
+            .await
+            .map_err(Error::Webhook)?;
+        let target = match &self.reach {
+            Some(WebhookReach::Url(url)) => serde_json::json!({"url": url}),
+            Some(WebhookReach::Service {
+                namespace,
+                name,
+                port,
+            }) => serde_json::json!({"service": {
+                "namespace": namespace, "name": name, "port": port, "path": "/convert"
+            }}),
+            None => serde_json::json!({"url": format!("https://{bound}/convert")}),
+        };
+        let mut client_config = target;
+        client_config["caBundle"] = serde_json::json!(tls.ca_bundle());
+        Ok(crate::crd::Webhook { client_config })
+    }
 }
 
 /// A configured host, not yet running.
@@ -292,6 +373,16 @@ impl App {
             }
         }
         health.set_plugins_loaded();
+
+        // Phase 2b: the conversion webhook, served before any wait (the apiserver calls it
+        // for every read at a version other than the stored one, whoever leads).
+        let webhook = match &config.conversion_webhook {
+            Some(w) => Some(w.start().await?),
+            None => None,
+        };
+        for (actuator, description) in &plugins {
+            crate::conversion::registry().register(description, Arc::clone(actuator));
+        }
 
         // Phase 3: connect (rustls has two providers compiled in: pick kube's, ring).
         crate::oci::ensure_crypto_provider();
@@ -369,7 +460,15 @@ impl App {
                 }
             };
         let served = serve(
-            &config, &client, &runtime, &plugins, &health, shard, leadership, &shutdown,
+            &config,
+            &client,
+            &runtime,
+            &plugins,
+            webhook.as_ref(),
+            &health,
+            shard,
+            leadership,
+            &shutdown,
         )
         .await;
         presence.release().await;
@@ -384,6 +483,7 @@ async fn serve(
     client: &kube::Client,
     runtime: &Runtime,
     plugins: &[(Arc<dyn Actuator>, Description)],
+    webhook: Option<&crate::crd::Webhook>,
     health: &Arc<Health>,
     shard: Option<crate::shard::Shard>,
     mut leadership: Option<Leadership>,
@@ -393,7 +493,8 @@ async fn serve(
     health.set_installing(true);
     if config.install_crds {
         for (_, description) in plugins {
-            crate::crd::install(client, description).await?;
+            crate::crd::install(client, description, webhook).await?;
+            crate::crd::migrate::spawn(client, description);
         }
         if config.plugin_objects.is_some() {
             crate::plugin::install_crd(client).await?;
@@ -441,6 +542,7 @@ async fn serve(
             poll_interval: objects.poll_interval.max(Duration::from_secs(1)),
             selector: objects.selector.clone(),
             install_crds: config.install_crds,
+            webhook: webhook.cloned(),
         };
         let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
         let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::actuator::{Actuator, ManagedObject};
 use crate::app::{
-    App, AppConfig, FailPoint, LeaderElection, PluginObjects, ReconcileConfig, Sharding,
-    StaticPlugin,
+    App, AppConfig, ConversionWebhook, FailPoint, LeaderElection, PluginObjects, ReconcileConfig,
+    Sharding, StaticPlugin, WebhookReach,
 };
 use crate::conformance::inputs::DependencyArg;
 use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime, TrustedCas};
@@ -238,6 +238,8 @@ struct RunArgs {
     sandbox: SandboxArgs,
     #[command(flatten)]
     traces: TraceArgs,
+    #[command(flatten)]
+    conversion: ConversionArgs,
     // ---- bench-only (feature `bench-native`, used by bench/throughput) ----
     /// Serve the `--plugin` whose file stem is this (only `pdns-zone`) with the same actuator
     /// linked into the host instead of its component: the Wasm cost at system level.
@@ -313,6 +315,64 @@ struct AdminArgs {
     /// (default: none).
     #[arg(long, env = "ORCHARD_ADMIN_ADDR")]
     admin_addr: Option<std::net::SocketAddr>,
+}
+
+/// The conversion webhook, for kinds whose plugin lists several API versions
+/// (docs/schema-evolution.md).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Conversion webhook")]
+#[allow(clippy::struct_field_names, reason = "the flags' names")]
+struct ConversionArgs {
+    /// Serve the apiserver's conversion webhook (HTTPS, /convert) on this address, e.g.
+    /// 0.0.0.0:9443 in a pod or 127.0.0.1:0 on a workstation (default: none; a kind with
+    /// several versions is then refused).
+    #[arg(long, env = "ORCHARD_CONVERSION_WEBHOOK_ADDR")]
+    conversion_webhook_addr: Option<std::net::SocketAddr>,
+    /// The URL the apiserver calls (default: https://<bound address>/convert).
+    #[arg(
+        long,
+        env = "ORCHARD_CONVERSION_WEBHOOK_URL",
+        conflicts_with = "conversion_webhook_service"
+    )]
+    conversion_webhook_url: Option<String>,
+    /// The Service in front of the host's pods the apiserver calls instead, NAMESPACE/NAME:PORT
+    /// (the chart sets it).
+    #[arg(long, env = "ORCHARD_CONVERSION_WEBHOOK_SERVICE", value_parser = parse_service)]
+    conversion_webhook_service: Option<WebhookReach>,
+    /// A directory with tls.crt, tls.key and (optionally) ca.crt to serve with, e.g. a mounted
+    /// cert-manager Secret (default: a private CA and certificate generated at start).
+    #[arg(long, env = "ORCHARD_CONVERSION_WEBHOOK_CERT_DIR")]
+    conversion_webhook_cert_dir: Option<PathBuf>,
+}
+
+/// `NAMESPACE/NAME:PORT`.
+fn parse_service(text: &str) -> Result<WebhookReach, String> {
+    let bad =
+        || format!("{text:?}: expected NAMESPACE/NAME:PORT, e.g. orchard/orchard-webhook:443");
+    let (namespace, rest) = text.split_once('/').ok_or_else(bad)?;
+    let (name, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if namespace.is_empty() || name.is_empty() {
+        return Err(bad());
+    }
+    Ok(WebhookReach::Service {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        port,
+    })
+}
+
+impl ConversionArgs {
+    fn config(self) -> Option<ConversionWebhook> {
+        let reach = self
+            .conversion_webhook_service
+            .or(self.conversion_webhook_url.map(WebhookReach::Url));
+        self.conversion_webhook_addr.map(|addr| ConversionWebhook {
+            addr,
+            reach,
+            cert_dir: self.conversion_webhook_cert_dir,
+        })
+    }
 }
 
 /// Traces of the passes (docs/observability.md).
@@ -435,6 +495,9 @@ enum Function {
     RunReconciler,
     Available,
     Observed,
+    /// `conversion.convert`: the `--object` manifest at `--to` (its whole object, as the
+    /// conversion webhook answers it).
+    Convert,
 }
 
 #[derive(Debug, clap::Args)]
@@ -457,6 +520,9 @@ struct InvokeArgs {
     /// The reconciler to run (run-reconciler).
     #[arg(long)]
     reconciler: Option<String>,
+    /// The API version to convert the object to (convert), e.g. v1beta1.
+    #[arg(long)]
+    to: Option<String>,
     /// A credentials entry `KEY=VALUE`, as if from the credentials Secret; repeat.
     #[arg(long = "credential")]
     credentials: Vec<String>,
@@ -856,6 +922,23 @@ impl InvokeArgs {
                 json!(actuator.list_for_import(&obj, &filter).await?)
             }
             Function::Create => json!(actuator.create(&obj).await?),
+            Function::Convert => {
+                let manifest = manifest.as_ref().context("convert needs --object")?;
+                let to = self.to.as_deref().context("convert needs --to VERSION")?;
+                let api_version = manifest["apiVersion"].as_str().unwrap_or_default();
+                let (group, from) = api_version
+                    .split_once('/')
+                    .context("the object's apiVersion is not GROUP/VERSION")?;
+                match actuator
+                    .convert(&crate::conversion::parts(manifest), from, to)
+                    .await?
+                {
+                    Ok(c) => {
+                        crate::conversion::assemble(manifest, &format!("{group}/{to}"), group, c)
+                    }
+                    Err(f) => bail!("convert {from} to {to} failed: {} failure: {f}", f.reason()),
+                }
+            }
             Function::Delete
             | Function::Reconcilers
             | Function::RunReconciler
@@ -899,6 +982,7 @@ impl RunArgs {
             shard,
             sandbox,
             traces: _,
+            conversion,
             #[cfg(feature = "bench-native")]
             native_plugin,
         } = self;
@@ -944,6 +1028,7 @@ impl RunArgs {
             presence_lease: Duration::from_secs(leader.lease_seconds),
             drain_timeout: reconcile.drain_timeout,
             api_timeout: reconcile.api_timeout,
+            conversion_webhook: conversion.config(),
         })
     }
 

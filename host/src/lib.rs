@@ -27,6 +27,7 @@ pub mod app;
 pub mod cli;
 pub mod conditions;
 pub mod conformance;
+pub mod conversion;
 pub mod crd;
 pub mod explain;
 pub mod oci;

@@ -210,6 +210,7 @@ fn echo_host(ns: &str, instance: &str) -> AppConfig {
         presence_lease: Duration::from_secs(15),
         drain_timeout: Duration::from_secs(10),
         api_timeout: Duration::from_secs(20),
+        conversion_webhook: None,
     }
 }
 

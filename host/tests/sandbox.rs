@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use orchard::actuator::contract::{self, Rule};
 use orchard::actuator::{
-    Actuator, CallError, ExternalResource, Failure, ManagedObject, NativeActuator, Progress,
+    Actuator, CallError, Convertible, ExternalResource, Failure, ManagedObject, NativeActuator,
+    Progress,
 };
 use orchard::runtime::engine::EPOCH_TICK;
 use orchard::runtime::limits::MAX_OUTPUT_LINES_PER_CALL;
@@ -762,4 +763,134 @@ async fn a_component_built_against_wit_0_1_0_still_loads_and_answers_in_a_pass()
     let found = pass.get_by_id(&obj(), "r-1").await.unwrap().unwrap();
     assert_eq!(found.unwrap().id, "r-1");
     assert!(pass.take_reports().is_empty(), "it cannot report");
+}
+
+fn convertible(convert: &str) -> Convertible {
+    Convertible {
+        resource: Some(serde_json::json!({"convert": convert})),
+        ..Convertible::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversion_answers_through_the_optional_export_and_a_single_version_lists_none() {
+    let (rt, _cache) = runtime();
+    let plugin = faulty(&rt, tight());
+    // The export is there and lists no versions: one version, as without it.
+    assert!(plugin.describe().await.unwrap().versions.is_empty());
+    let out = plugin
+        .convert(&convertible("echo"), "v1alpha1", "v1beta1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        out.resource,
+        Some(serde_json::json!({"convert": "echo", "convertedTo": "v1beta1"}))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversion_that_traps_or_loops_costs_that_call_and_the_next_answers() {
+    let (rt, _cache) = runtime();
+    let plugin = faulty(&rt, tight());
+    let err = plugin
+        .convert(&convertible("trap"), "v1alpha1", "v1beta1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CallError::Trap {
+                function: "convert",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = plugin
+        .convert(&convertible("loop"), "v1alpha1", "v1beta1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CallError::Deadline {
+                function: "convert",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = plugin
+        .convert(&convertible("bad-json"), "v1alpha1", "v1beta1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CallError::Contract {
+                rule: Rule::Json,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        plugin
+            .convert(&convertible("echo"), "v1alpha1", "v1beta1")
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    both_plugins_still_answer(&rt, &plugin).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversion_may_not_reach_even_an_allowed_host() {
+    let server = LoopbackServer::start("hello from loopback").await;
+    let (rt, _cache) = runtime();
+    let config = PluginConfig {
+        egress: EgressPolicy::allowing([server.url.as_str()]).unwrap(),
+        ..tight()
+    };
+    let plugin = faulty(&rt, config);
+    let answer = plugin
+        .convert(
+            &convertible(&format!("fetch:{}/path", server.url)),
+            "v1alpha1",
+            "v1beta1",
+        )
+        .await
+        .unwrap();
+    let Err(Failure::Transient(why)) = answer else {
+        panic!("{answer:?}")
+    };
+    assert!(why.starts_with("no fetch:"), "{why}");
+    assert_eq!(server.request_count(), 0);
+    // The seal is the conversion's only: the next call reaches the allowed host.
+    let res = plugin
+        .get_by_id(&obj(), &format!("fetch:{}/path", server.url))
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(res.state["status"], 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_without_the_conversion_export_refuses_to_convert() {
+    let (rt, _cache) = runtime();
+    let old = rt
+        .load_file(
+            &plugin_path("orchard-fixture-echo-wit-0-1-0"),
+            None,
+            PluginConfig::default(),
+        )
+        .unwrap();
+    assert!(old.describe().await.unwrap().versions.is_empty());
+    let answer = old.convert(&convertible("echo"), "v1", "v2").await.unwrap();
+    assert!(
+        matches!(&answer, Err(Failure::Unrecoverable(m)) if m.contains("serves one API version")),
+        "{answer:?}"
+    );
 }

@@ -22,33 +22,55 @@ import (
 	"strings"
 
 	orchard "orchard.dev/sdk"
+	"orchard.dev/sdk/schema"
 )
 
 // Binding routes messages of another exchange of the vhost to this one.
 type Binding struct {
-	Exchange   string `json:"exchange"`
-	RoutingKey string `json:"routingKey,omitempty"`
+	Exchange   string `json:"exchange" jsonschema:"required,minLength=1,maxLength=255"`
+	RoutingKey string `json:"routingKey,omitempty" jsonschema:"maxLength=255"`
 }
 
-// Spec is spec.resource.
+// Spec is spec.resource. Its tags are its CRD schema (schema.Of in Describe).
 type Spec struct {
-	VhostRef          string         `json:"vhostRef"`
-	Name              string         `json:"name"`
-	Type              string         `json:"type"`
-	Durable           *bool          `json:"durable"`
-	AutoDelete        bool           `json:"autoDelete"`
-	Internal          bool           `json:"internal"`
-	Arguments         map[string]any `json:"arguments"`
-	Bindings          []Binding      `json:"bindings"`
-	AlternateExchange string         `json:"alternateExchange"`
+	VhostRef string `json:"vhostRef" jsonschema:"required,maxLength=253" orchard:"immutable"`
+	Name     string `json:"name" jsonschema:"required,minLength=1,maxLength=255" orchard:"immutable"`
+	// Plugin exchange types (x-...) are allowed: RabbitMQ refuses the ones it lacks.
+	Type              string         `json:"type" jsonschema:"default=direct,maxLength=255,pattern=^(direct|fanout|topic|headers|x-[a-z0-9-]+)$" orchard:"immutable"`
+	Durable           *bool          `json:"durable" jsonschema:"default=true" orchard:"immutable"`
+	AutoDelete        bool           `json:"autoDelete" jsonschema:"default=false" orchard:"immutable"`
+	Internal          bool           `json:"internal" jsonschema:"default=false" orchard:"immutable"`
+	Arguments         map[string]any `json:"arguments" orchard:"immutable"`
+	Bindings          []Binding      `json:"bindings" jsonschema:"maxItems=64"`
+	AlternateExchange string         `json:"alternateExchange" jsonschema:"maxLength=255"`
 }
 
 // Filter is spec.import.filter.
 type Filter struct {
-	Vhost   string  `json:"vhost"`
-	Name    *string `json:"name"`
-	Type    *string `json:"type"`
+	Vhost   string  `json:"vhost" jsonschema:"required,maxLength=255"`
+	Name    *string `json:"name" jsonschema:"maxLength=255"`
+	Type    *string `json:"type" jsonschema:"maxLength=255"`
 	Durable *bool   `json:"durable"`
+}
+
+// Observed is status.resource: the state without the bindings' properties keys, and the
+// policy's alternate exchange.
+type Observed struct {
+	Vhost             string            `json:"vhost"`
+	Name              string            `json:"name"`
+	Type              string            `json:"type"`
+	Durable           bool              `json:"durable"`
+	AutoDelete        bool              `json:"autoDelete"`
+	Internal          bool              `json:"internal"`
+	Arguments         map[string]any    `json:"arguments"`
+	Bindings          []ObservedBinding `json:"bindings"`
+	AlternateExchange string            `json:"alternateExchange,omitempty"`
+}
+
+// ObservedBinding is a binding in status.resource.
+type ObservedBinding struct {
+	Exchange   string `json:"exchange"`
+	RoutingKey string `json:"routingKey"`
 }
 
 // BoundFrom is a binding as RabbitMQ has it.
@@ -141,59 +163,15 @@ type Exchange struct {
 	orchard.Base[Spec, Filter, State]
 }
 
-func immutable(what string) []any {
-	return []any{map[string]any{"rule": "self == oldSelf", "message": what + " is immutable"}}
-}
-
 func (Exchange) Describe() orchard.Description {
-	str := func(max int) map[string]any { return map[string]any{"type": "string", "maxLength": max} }
 	return orchard.Description{
 		Name: "rabbitmq-exchange", Group: "rabbitmq.orchard.dev", Version: "v1alpha1",
 		Kind: "RabbitExchange", Plural: "rabbitexchanges",
-		ResourceSchema: map[string]any{
-			"type":     "object",
-			"required": []string{"vhostRef", "name"},
-			"properties": map[string]any{
-				"vhostRef": map[string]any{"type": "string", "maxLength": 253, "x-kubernetes-validations": immutable("vhostRef")},
-				"name": map[string]any{"type": "string", "minLength": 1, "maxLength": 255,
-					"x-kubernetes-validations": immutable("name")},
-				// Plugin exchange types (x-...) are allowed: RabbitMQ refuses the ones it lacks.
-				"type": map[string]any{"type": "string", "default": "direct", "maxLength": 255,
-					"pattern": "^(direct|fanout|topic|headers|x-[a-z0-9-]+)$", "x-kubernetes-validations": immutable("type")},
-				"durable":    map[string]any{"type": "boolean", "default": true, "x-kubernetes-validations": immutable("durable")},
-				"autoDelete": map[string]any{"type": "boolean", "default": false, "x-kubernetes-validations": immutable("autoDelete")},
-				"internal":   map[string]any{"type": "boolean", "default": false, "x-kubernetes-validations": immutable("internal")},
-				"arguments": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-					"x-kubernetes-validations": immutable("arguments")},
-				"bindings": map[string]any{"type": "array", "maxItems": 64, "items": map[string]any{
-					"type": "object", "required": []string{"exchange"},
-					"properties": map[string]any{
-						"exchange":   map[string]any{"type": "string", "minLength": 1, "maxLength": 255},
-						"routingKey": str(255),
-					},
-				}},
-				"alternateExchange": str(255),
-			},
-		},
-		FilterSchema: map[string]any{
-			"type": "object", "required": []string{"vhost"},
-			"properties": map[string]any{
-				"vhost": str(255), "name": str(255), "type": str(255),
-				"durable": map[string]any{"type": "boolean"},
-			},
-		},
-		ObservedSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"vhost": map[string]any{"type": "string"}, "name": map[string]any{"type": "string"},
-				"type": map[string]any{"type": "string"}, "durable": map[string]any{"type": "boolean"},
-				"autoDelete": map[string]any{"type": "boolean"}, "internal": map[string]any{"type": "boolean"},
-				"arguments": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-				"bindings": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": map[string]any{
-					"exchange": map[string]any{"type": "string"}, "routingKey": map[string]any{"type": "string"}}}},
-				"alternateExchange": map[string]any{"type": "string"},
-			},
-		},
+		// From the types' tags; main_test.go checks them against the schemas written by hand
+		// before, so that the CRD does not change by accident.
+		ResourceSchema:   schema.Of[Spec](),
+		FilterSchema:     schema.Of[Filter](),
+		ObservedSchema:   schema.Of[Observed](),
 		Dependencies:     []orchard.DependencyDecl{orchard.Guarded("vhost", "vhostRef", "RabbitVhost")},
 		NeedsCredentials: true,
 	}
@@ -404,16 +382,15 @@ func sameDefinition(a, b map[string]any) bool {
 
 func (Exchange) Observed(res *orchard.Resource[State]) (any, error) {
 	s := res.State
-	bindings := []map[string]string{}
-	for _, b := range s.Bindings {
-		bindings = append(bindings, map[string]string{"exchange": b.Exchange, "routingKey": b.RoutingKey})
+	out := Observed{
+		Vhost: s.Vhost, Name: s.Name, Type: s.Type, Durable: s.Durable, AutoDelete: s.AutoDelete,
+		Internal: s.Internal, Arguments: s.Arguments, Bindings: []ObservedBinding{},
 	}
-	out := map[string]any{
-		"vhost": s.Vhost, "name": s.Name, "type": s.Type, "durable": s.Durable,
-		"autoDelete": s.AutoDelete, "internal": s.Internal, "arguments": s.Arguments, "bindings": bindings,
+	for _, b := range s.Bindings {
+		out.Bindings = append(out.Bindings, ObservedBinding{b.Exchange, b.RoutingKey})
 	}
 	if ae, ok := s.Policy["alternate-exchange"].(string); ok {
-		out["alternateExchange"] = ae
+		out.AlternateExchange = ae
 	}
 	return out, nil
 }

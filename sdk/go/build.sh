@@ -4,7 +4,8 @@
 # The plugin folder is a Go module whose main package calls orchard.Export in an init
 # function. It may require orchard.dev/sdk at any version: the build resolves it (and the
 # vendored wit runtime) to this checkout through a go.work of its own, so the plugin's go.mod
-# needs no replace directives. Nothing is downloaded (GOPROXY=off).
+# needs no replace directives. Nothing is downloaded (GOPROXY=off): the SDK's own
+# dependencies (sdk/go/go.sum) come from the module cache, filled by sdk/go/download.sh.
 #
 # Tools: go >= 1.26 on PATH (the go line of the SDK's go.mod and of the go.work below; with
 # GOTOOLCHAIN=local an older go stops with "requires go >= 1.26"), wasm-tools and the reactor
@@ -34,16 +35,10 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat >"$work/go.work" <<WORK
-go 1.26
-
-use (
-	$plugin
-	$SDK
-	$SDK/third_party/pkg
-)
-WORK
+. "$SDK/gowork.sh"
+write_gowork "$work/go.work" "$plugin"
 export GOCACHE=${GOCACHE:-$HOME/.cache/orchard/go-build} GOWORK=$work/go.work GOPROXY=off GOTOOLCHAIN=local
+check_modules "$plugin"
 # -checklinkname=0: the wit runtime links to runtime.sbrk.
 (cd "$plugin" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
   -ldflags="-s -w -checklinkname=0" -o "$work/core.wasm" .)

@@ -28,7 +28,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{
-    CallError, CallResult, DependencyDecl, Description, ExternalResource, Failure, Progress, Status,
+    ApiVersion, CallError, CallResult, Convertible, DependencyDecl, Description, ExternalResource,
+    Failure, Progress, Status,
 };
 
 /// The plugin name MUST match `[a-z0-9]([-a-z0-9]*[a-z0-9])?` and be at most this many
@@ -59,6 +60,13 @@ pub const STATE_MAX_BYTES: usize = 1 << 20;
 pub const OBSERVED_MAX_BYTES: usize = 256 << 10;
 /// `list-for-adoption` and `list-for-import` MUST return at most this many entries.
 pub const LIST_MAX_ENTRIES: usize = 1000;
+/// Most API versions `conversion.versions` may list.
+pub const VERSIONS_MAX: usize = 16;
+/// Most bytes of the `resource` or `filter` document a conversion answers (the apiserver's own
+/// limit on a whole object is 1.5 MiB).
+pub const CONVERTED_MAX_BYTES: usize = 1 << 20;
+/// Most bytes of annotations (keys and values) a conversion answers: the apiserver's limit.
+pub const ANNOTATIONS_MAX_BYTES: usize = 256 << 10;
 /// `reconcilers` MUST return at most this many names.
 pub const RECONCILERS_MAX: usize = 64;
 /// A reconciler name MUST be non-empty, printable and at most this many bytes.
@@ -109,6 +117,12 @@ pub enum Rule {
     ProgressCount,
     /// A waited-on object's name: non-empty, printable, at most 253 bytes.
     ObjectRef,
+    /// `conversion.versions`: see [`VERSIONS_MAX`]; names DNS-1123 labels, unique, exactly
+    /// one storage version, the description's version listed with its schemas.
+    Versions,
+    /// `conversion.convert`: documents of the right shape, see [`CONVERTED_MAX_BYTES`] and
+    /// [`ANNOTATIONS_MAX_BYTES`].
+    Converted,
 }
 
 impl Rule {
@@ -131,6 +145,8 @@ impl Rule {
             Self::Reconcilers => "reconcilers",
             Self::ProgressCount => "progress-count",
             Self::ObjectRef => "object-ref",
+            Self::Versions => "versions",
+            Self::Converted => "converted",
         }
     }
 }
@@ -164,6 +180,34 @@ pub struct RawDescription {
     pub dependencies: Vec<DependencyDecl>,
     /// Whether the objects carry `spec.credentialsRef`.
     pub needs_credentials: bool,
+}
+
+/// One entry of `conversion.versions()` as a plugin returned it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawApiVersion {
+    /// The version's name, not yet checked.
+    pub name: String,
+    /// Schema of `spec.resource`, JSON text not yet parsed.
+    pub resource_schema: String,
+    /// Schema of `spec.import.filter`, JSON text not yet parsed.
+    pub filter_schema: Option<String>,
+    /// Schema of `status.resource`, JSON text not yet parsed.
+    pub observed_schema: String,
+    /// Whether it is the storage version.
+    pub storage: bool,
+}
+
+/// What `conversion.convert` answered: documents as JSON text, not yet parsed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RawConvertible {
+    /// `spec.resource`.
+    pub resource: Option<String>,
+    /// `spec.import.filter`.
+    pub filter: Option<String>,
+    /// `status.resource`.
+    pub observed: Option<String>,
+    /// Annotations.
+    pub annotations: Vec<(String, String)>,
 }
 
 /// One call's view of the contract: who answered (`plugin`) and to what (`function`), so that
@@ -276,6 +320,7 @@ impl<'a> Boundary<'a> {
             observed_schema,
             dependencies: d.dependencies,
             needs_credentials: d.needs_credentials,
+            versions: Vec::new(),
         })
     }
 
@@ -308,6 +353,134 @@ impl<'a> Boundary<'a> {
             return Err(self.violation(Rule::Schema, format!("{field} must be a JSON object")));
         }
         Ok(value)
+    }
+
+    /// Validates `conversion.versions()` against the description `d` it completes.
+    ///
+    /// # Errors
+    ///
+    /// [`Rule::Versions`] (count, names, storage, the description's version) or the schema
+    /// rules of `describe`.
+    pub fn versions(
+        &self,
+        d: &Description,
+        raw: Vec<RawApiVersion>,
+    ) -> CallResult<Vec<ApiVersion>> {
+        if raw.is_empty() {
+            // The export is there, the kind has one version (an SDK exports it always).
+            return Ok(Vec::new());
+        }
+        if raw.len() > VERSIONS_MAX {
+            return Err(self.violation(
+                Rule::Versions,
+                format!("{} versions listed, at most {VERSIONS_MAX}", raw.len()),
+            ));
+        }
+        let mut versions: Vec<ApiVersion> = Vec::with_capacity(raw.len());
+        for v in raw {
+            if !is_dns_label(&v.name, LABEL_MAX_LEN) {
+                return Err(self.violation(
+                    Rule::Versions,
+                    format!("version {} must be a DNS-1123 label", preview(&v.name)),
+                ));
+            }
+            if versions.iter().any(|seen| seen.name == v.name) {
+                return Err(self.violation(
+                    Rule::Versions,
+                    format!("version {} is listed twice", v.name),
+                ));
+            }
+            let field = |what: &str| format!("version {}: {what}", v.name);
+            versions.push(ApiVersion {
+                resource_schema: self.schema(&field("resource-schema"), &v.resource_schema)?,
+                observed_schema: self.schema(&field("observed-schema"), &v.observed_schema)?,
+                filter_schema: v
+                    .filter_schema
+                    .as_deref()
+                    .map(|f| self.schema(&field("filter-schema"), f))
+                    .transpose()?,
+                name: v.name,
+                storage: v.storage,
+            });
+        }
+        let storage: Vec<&str> = versions
+            .iter()
+            .filter(|v| v.storage)
+            .map(|v| v.name.as_str())
+            .collect();
+        if storage.len() != 1 {
+            return Err(self.violation(
+                Rule::Versions,
+                format!(
+                    "exactly one version must be the storage version, {} are ({})",
+                    storage.len(),
+                    storage.join(", ")
+                ),
+            ));
+        }
+        match versions.iter().find(|v| v.name == d.version) {
+            None => Err(self.violation(
+                Rule::Versions,
+                format!(
+                    "the description's version {} is not listed (the host calls the actuator at it)",
+                    d.version
+                ),
+            )),
+            Some(v)
+                if v.resource_schema != d.resource_schema
+                    || v.observed_schema != d.observed_schema
+                    || v.filter_schema != d.filter_schema =>
+            {
+                Err(self.violation(
+                    Rule::Versions,
+                    format!(
+                        "version {} lists other schemas than the description's, which is at that version",
+                        d.version
+                    ),
+                ))
+            }
+            Some(_) => Ok(versions),
+        }
+    }
+
+    /// Validates what `conversion.convert` answered.
+    ///
+    /// # Errors
+    ///
+    /// [`Rule::Json`] for a document that does not parse, [`Rule::Converted`] for one over
+    /// its bound or of the wrong type, annotations over [`ANNOTATIONS_MAX_BYTES`].
+    pub fn converted(&self, raw: RawConvertible) -> CallResult<Convertible> {
+        let document =
+            |what: &str, text: Option<String>, max: usize| -> CallResult<Option<Value>> {
+                let Some(text) = text else { return Ok(None) };
+                if text.len() > max {
+                    return Err(self.violation(
+                        Rule::Converted,
+                        format!("{what} is {} bytes, at most {max}", text.len()),
+                    ));
+                }
+                let value: Value = serde_json::from_str(&text)
+                    .map_err(|e| self.violation(Rule::Json, format!("{what}: {e}")))?;
+                if !value.is_object() {
+                    return Err(
+                        self.violation(Rule::Converted, format!("{what} must be a JSON object"))
+                    );
+                }
+                Ok(Some(value))
+            };
+        let annotations: usize = raw.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if annotations > ANNOTATIONS_MAX_BYTES {
+            return Err(self.violation(
+                Rule::Converted,
+                format!("annotations are {annotations} bytes, at most {ANNOTATIONS_MAX_BYTES}"),
+            ));
+        }
+        Ok(Convertible {
+            resource: document("resource", raw.resource, CONVERTED_MAX_BYTES)?,
+            filter: document("filter", raw.filter, CONVERTED_MAX_BYTES)?,
+            observed: document("observed", raw.observed, OBSERVED_MAX_BYTES)?,
+            annotations: raw.annotations,
+        })
     }
 
     /// Checks an id.

@@ -168,4 +168,17 @@ pub trait Actuator: Send + Sync {
     ) -> CallResult<(Availability, Status)>;
     /// `observed`.
     async fn observed(&self, res: &ExternalResource) -> CallResult<serde_json::Value>;
+    /// `conversion.convert`: `obj` from version `from` to version `to`. The default, for an
+    /// actuator whose kind has one version, refuses ([`Failure::Unrecoverable`]).
+    async fn convert(
+        &self,
+        _obj: &Convertible,
+        from: &str,
+        to: &str,
+    ) -> CallResult<Result<Convertible, Failure>> {
+        Ok(Err(Failure::Unrecoverable(format!(
+            "plugin {} serves one API version and converts nothing (asked {from} to {to})",
+            self.name()
+        ))))
+    }
 }

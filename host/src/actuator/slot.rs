@@ -160,6 +160,7 @@ mod tests {
                 observed_schema: serde_json::Value::Null,
                 dependencies: Vec::new(),
                 needs_credentials: false,
+                versions: Vec::new(),
             })
         }
         async fn get_by_id(

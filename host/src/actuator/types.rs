@@ -255,6 +255,55 @@ pub struct Description {
     pub dependencies: Vec<DependencyDecl>,
     /// The objects carry `spec.credentialsRef`, whose Secret data reaches every call.
     pub needs_credentials: bool,
+    /// Every API version of the kind, oldest first, when the plugin serves several
+    /// (`conversion.versions`; one of them is `version`, with the schemas above). Empty: the
+    /// kind has one version, `version`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<ApiVersion>,
+}
+
+impl Description {
+    /// Whether the kind has several API versions, converted by the plugin.
+    pub fn converts(&self) -> bool {
+        self.versions.len() > 1
+    }
+
+    /// The version objects are stored at: the one `versions` marks, else `version`.
+    pub fn storage_version(&self) -> &str {
+        self.versions
+            .iter()
+            .find(|v| v.storage)
+            .map_or(self.version.as_str(), |v| v.name.as_str())
+    }
+}
+
+/// One API version of a kind (`conversion.api-version`), its schemas checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiVersion {
+    /// A Kubernetes version name (`v1beta1`).
+    pub name: String,
+    /// OpenAPI v3 schema of `spec.resource` at this version.
+    pub resource_schema: Value,
+    /// OpenAPI v3 schema of `spec.import.filter` at this version.
+    pub filter_schema: Option<Value>,
+    /// OpenAPI v3 schema of `status.resource` at this version.
+    pub observed_schema: Value,
+    /// The version objects are stored at (exactly one is).
+    pub storage: bool,
+}
+
+/// The parts of one object that change shape between versions (`conversion.convertible`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Convertible {
+    /// `spec.resource`.
+    pub resource: Option<Value>,
+    /// `spec.import.filter`.
+    pub filter: Option<Value>,
+    /// `status.resource`.
+    pub observed: Option<Value>,
+    /// The object's annotations.
+    pub annotations: Vec<(String, String)>,
 }
 
 impl ManagedObject {

@@ -279,6 +279,7 @@ mod tests {
                 guard_deletion: true,
             }],
             needs_credentials: true,
+            versions: Vec::new(),
         }
     }
 

@@ -124,6 +124,7 @@ impl Actuator for Fake {
             observed_schema: json!({"type": "object", "properties": {"name": {"type": "string"}, "kind": {"type": "string"}}}),
             dependencies: vec![],
             needs_credentials: false,
+            versions: Vec::new(),
         })
     }
 

@@ -3,6 +3,7 @@
 //! whether replacing an installed one would strand its stored objects.
 
 pub mod evolution;
+pub mod migrate;
 
 use serde_json::{Value, json};
 
@@ -69,8 +70,93 @@ fn drift_schema() -> Value {
     })
 }
 
-/// The `CustomResourceDefinition` of the kind described by `d`.
+/// The `CustomResourceDefinition` of the kind described by `d`, at one version (a kind with
+/// several needs its webhook: [`crd_with`]).
 pub fn crd(d: &Description) -> Value {
+    crd_with(d, None)
+}
+
+/// How the apiserver reaches the host's conversion webhook: a CRD's
+/// `spec.conversion.webhook.clientConfig` (`url` or `service`, and `caBundle`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Webhook {
+    /// The `clientConfig`, as the CRD holds it.
+    pub client_config: Value,
+}
+
+/// The `CustomResourceDefinition` of the kind described by `d`: every version it lists (each
+/// with its own schemas, the storage one marked) and, when there are several, conversion by
+/// `webhook` (without one, `strategy: None`: the apiserver only rewrites `apiVersion`, which
+/// [`ensure`] refuses).
+pub fn crd_with(d: &Description, webhook: Option<&Webhook>) -> Value {
+    let versions: Vec<Value> = if d.versions.is_empty() {
+        vec![version_entry(
+            d,
+            &d.version,
+            true,
+            &d.resource_schema,
+            d.filter_schema.as_ref(),
+            &d.observed_schema,
+        )]
+    } else {
+        d.versions
+            .iter()
+            .map(|v| {
+                version_entry(
+                    d,
+                    &v.name,
+                    v.storage,
+                    &v.resource_schema,
+                    v.filter_schema.as_ref(),
+                    &v.observed_schema,
+                )
+            })
+            .collect()
+    };
+    let mut crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": crd_name(d),
+            "labels": {"orchard.dev/plugin": d.name}
+        },
+        "spec": {
+            "group": d.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": d.kind,
+                "listKind": format!("{}List", d.kind),
+                "plural": d.plural,
+                "singular": d.kind.to_ascii_lowercase(),
+                "categories": ["orchard"]
+            },
+            "versions": versions
+        }
+    });
+    if d.converts() {
+        crd["spec"]["conversion"] = match webhook {
+            Some(w) => json!({
+                "strategy": "Webhook",
+                "webhook": {
+                    "conversionReviewVersions": ["v1"],
+                    "clientConfig": w.client_config
+                }
+            }),
+            None => json!({"strategy": "None"}),
+        };
+    }
+    crd
+}
+
+/// One entry of `spec.versions`: the envelope around the version's schemas.
+fn version_entry(
+    d: &Description,
+    name: &str,
+    storage: bool,
+    resource_schema: &Value,
+    filter_schema: Option<&Value>,
+    observed_schema: &Value,
+) -> Value {
     let mut import = json!({
         "type": "object",
         "description": "An existing external resource to import: exactly one of id or filter.",
@@ -80,7 +166,7 @@ pub fn crd(d: &Description) -> Value {
             "id": {"type": "string", "minLength": 1, "maxLength": 1024, "description": "The external id."}
         }
     });
-    if let Some(filter) = &d.filter_schema {
+    if let Some(filter) = filter_schema {
         import["properties"]["filter"] = filter.clone();
     }
 
@@ -104,7 +190,7 @@ pub fn crd(d: &Description) -> Value {
             }
         },
         "import": import,
-        "resource": d.resource_schema,
+        "resource": resource_schema,
         "resyncPeriod": {
             "type": "string",
             "pattern": "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
@@ -151,33 +237,16 @@ pub fn crd(d: &Description) -> Value {
         "properties": {
             "id": {"type": "string", "description": "The external id, written the moment it is known."},
             "conditions": conditions_schema(),
-            "resource": d.observed_schema,
+            "resource": observed_schema,
             "lastSyncTime": {"type": "string", "format": "date-time"},
             "drift": drift_schema()
         }
     });
 
     json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": crd_name(d),
-            "labels": {"orchard.dev/plugin": d.name}
-        },
-        "spec": {
-            "group": d.group,
-            "scope": "Namespaced",
-            "names": {
-                "kind": d.kind,
-                "listKind": format!("{}List", d.kind),
-                "plural": d.plural,
-                "singular": d.kind.to_ascii_lowercase(),
-                "categories": ["orchard"]
-            },
-            "versions": [{
-                "name": d.version,
+                "name": name,
                 "served": true,
-                "storage": true,
+                "storage": storage,
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
                     {"name": "ID", "type": "string", "jsonPath": ".status.id"},
@@ -196,8 +265,6 @@ pub fn crd(d: &Description) -> Value {
                         "status": status
                     }
                 }}
-            }]
-        }
     })
 }
 
@@ -234,6 +301,16 @@ pub enum InstallError {
         /// Every break, `; `-separated.
         breaks: String,
     },
+    /// The kind lists several versions and this host serves no conversion webhook.
+    #[error(
+        "CRD {name} lists versions {versions}, converted by the plugin: this host must serve the conversion webhook (--conversion-webhook-addr)"
+    )]
+    NoWebhook {
+        /// The CRD.
+        name: String,
+        /// The versions the plugin lists.
+        versions: String,
+    },
     /// It did not become Established in time.
     #[error("CRD {name} was not established within {seconds} s")]
     NotEstablished {
@@ -255,8 +332,12 @@ pub enum InstallError {
 
 /// Applies the CRD of `d` (server-side, field manager `orchard.dev/crds`) and waits until it
 /// is Established.
-pub async fn install(client: &kube::Client, d: &Description) -> Result<(), InstallError> {
-    apply_crd(client, &crd(d), true).await
+pub async fn install(
+    client: &kube::Client,
+    d: &Description,
+    webhook: Option<&Webhook>,
+) -> Result<(), InstallError> {
+    ensure(client, d, true, webhook).await
 }
 
 /// Installs the CRD of `d` when `install` is set; otherwise only checks it is installed.
@@ -264,8 +345,20 @@ pub async fn ensure(
     client: &kube::Client,
     d: &Description,
     install: bool,
+    webhook: Option<&Webhook>,
 ) -> Result<(), InstallError> {
-    apply_crd(client, &crd(d), install).await
+    if d.converts() && webhook.is_none() {
+        return Err(InstallError::NoWebhook {
+            name: crd_name(d),
+            versions: d
+                .versions
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    apply_crd(client, &crd_with(d, webhook), install).await
 }
 
 /// Applies `crd` (when `install`) and waits until it is Established. Without `install`, or

@@ -73,7 +73,7 @@ pub struct WasmConfig {
 /// The world of a component as the config records it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComponentWorld {
-    /// Exported interfaces and functions (`orchard:actuator/actuator@0.1.1`).
+    /// Exported interfaces and functions (`orchard:actuator/actuator@0.1.2`).
     #[serde(default)]
     pub exports: Vec<String>,
     /// Imported interfaces.

@@ -21,7 +21,11 @@
 //!   in — `up_to_date`, `progressing`, `retrying` (a transient failure, backoff), `failed`
 //!   (terminal: fix the spec), `paused` ([`super::journal`] keeps it);
 //! - `orchard_objects_unsettled_oldest_seconds{plugin,kind}`: how long the object that has been
-//!   progressing or retrying longest has been so (0: none), computed when scraped.
+//!   progressing or retrying longest has been so (0: none), computed when scraped;
+//! - `orchard_conversions_total{plugin,result}`: objects the conversion webhook converted
+//!   (`ok`) or could not (`failed`);
+//! - `orchard_storage_migrated_objects_total{plugin}`: objects rewritten at their kind's
+//!   storage version ([`crate::crd::migrate`]).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -102,6 +106,15 @@ pub struct Metrics {
     ready: Gauge,
     objects: Family<ObjectLabels, Gauge>,
     unsettled_oldest: Family<KindLabels, Gauge>,
+    conversions: Family<ConversionLabels, Counter>,
+    migrated: Family<PluginLabels, Counter>,
+}
+
+/// Labels of `orchard_conversions_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConversionLabels {
+    plugin: String,
+    result: &'static str,
 }
 
 /// The process's metrics.
@@ -194,6 +207,18 @@ impl Metrics {
             "How long the longest progressing or retrying object has been so",
             unsettled_oldest.clone(),
         );
+        let conversions = Family::<ConversionLabels, Counter>::default();
+        registry.register(
+            "conversions",
+            "Objects the conversion webhook converted, by result",
+            conversions.clone(),
+        );
+        let migrated = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "storage_migrated_objects",
+            "Objects rewritten at their kind's storage version",
+            migrated.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -210,6 +235,8 @@ impl Metrics {
             ready,
             objects,
             unsettled_oldest,
+            conversions,
+            migrated,
         }
     }
 
@@ -351,6 +378,25 @@ impl Metrics {
                 plugin: plugin.to_owned(),
             })
             .inc();
+    }
+
+    /// The conversion webhook converted `n` objects of `plugin` (`ok`), or failed one.
+    pub fn converted(&self, plugin: &str, ok: bool, n: u64) {
+        self.conversions
+            .get_or_create(&ConversionLabels {
+                plugin: plugin.to_owned(),
+                result: if ok { "ok" } else { "failed" },
+            })
+            .inc_by(n);
+    }
+
+    /// `n` objects of `plugin` were rewritten at the storage version.
+    pub fn migrated(&self, plugin: &str, n: u64) {
+        self.migrated
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc_by(n);
     }
 
     /// An Event of `plugin` was dropped: its lane was full.

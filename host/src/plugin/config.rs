@@ -27,4 +27,6 @@ pub struct PluginHostConfig {
     pub selector: Option<String>,
     /// Install the CRDs of the Plugins' kinds (otherwise only check they are installed).
     pub install_crds: bool,
+    /// The conversion webhook the CRDs of kinds with several versions name.
+    pub webhook: Option<crate::crd::Webhook>,
 }

@@ -217,7 +217,18 @@ impl Worker {
             .claim(&crate::crd::crd_name(&description), &self.name)?;
 
         // Phase 7: install (or validate) the kind's CRD.
-        crate::crd::ensure(&self.client, &description, self.config.install_crds).await?;
+        crate::crd::ensure(
+            &self.client,
+            &description,
+            self.config.install_crds,
+            self.config.webhook.as_ref(),
+        )
+        .await?;
+        // Its conversions, from now on (the CRD names the webhook once it lists versions).
+        crate::conversion::registry().register(&description, Arc::clone(&actuator));
+        if self.config.install_crds {
+            crate::crd::migrate::spawn(&self.client, &description);
+        }
 
         // Phase 8: serve — swap in place, or (re)start the kind's controller.
         let shape = controller_shape(&description, spec);

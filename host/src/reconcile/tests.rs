@@ -293,6 +293,7 @@ fn description() -> Description {
         observed_schema: json!({"type": "object"}),
         dependencies: vec![],
         needs_credentials: false,
+        versions: Vec::new(),
     }
 }
 

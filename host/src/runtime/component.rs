@@ -38,21 +38,26 @@ use serde_json::Value;
 use tracing::Instrument;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::{ActuatorPlugin, ActuatorPluginPre, wit};
+use super::bindings::versioned::conversion;
+use super::bindings::{ActuatorPlugin, ActuatorPluginIndices, ActuatorPluginPre, wit};
 use super::egress::Egress;
 use super::engine;
 use super::limits::Limits;
 use super::state::PluginState;
-use crate::actuator::contract::{Boundary, RawDescription};
+use crate::actuator::contract::{Boundary, RawApiVersion, RawConvertible, RawDescription};
 use crate::actuator::{
-    Actuator, Availability, CallError, CallResult, Dependency, DependencyDecl, Description,
-    ExternalResource, Failure, ManagedObject, Progress, Reports, Status, WaitEvent,
+    Actuator, Availability, CallError, CallResult, Convertible, Dependency, DependencyDecl,
+    Description, ExternalResource, Failure, ManagedObject, Progress, Reports, Status, WaitEvent,
 };
 
 /// What loading a plugin made: shared by the plugin and every pass's view of it.
 pub(crate) struct Loaded {
     pub(crate) name: Arc<str>,
     pub(crate) pre: ActuatorPluginPre<PluginState>,
+    /// Where the `actuator` export is in every instance.
+    pub(crate) indices: ActuatorPluginIndices,
+    /// Where the optional `conversion` export is (`None`: the kind has one version).
+    pub(crate) conversion: Option<conversion::GuestIndices>,
     pub(crate) limits: Limits,
     pub(crate) egress: Arc<Egress>,
     pub(crate) digest: String,
@@ -62,6 +67,8 @@ pub(crate) struct Loaded {
 struct Live {
     store: Store<PluginState>,
     plugin: ActuatorPlugin,
+    /// The `conversion` export of this instance, when the plugin has one.
+    conversion: Option<conversion::Guest>,
 }
 
 /// A loaded plugin, or one pass's view of it ([`Actuator::for_pass`]).
@@ -127,12 +134,27 @@ impl ComponentActuator {
             })
         });
         crate::ops::metrics::global().wasm_instance(&l.name);
-        let plugin = l
+        let instance = l
             .pre
+            .instance_pre()
             .instantiate_async(&mut store)
             .await
             .map_err(|e| self.classify(function, &store, &e, "instantiate"))?;
-        Ok(Live { store, plugin })
+        let plugin = l
+            .indices
+            .load(&mut store, &instance)
+            .map_err(|e| self.classify(function, &store, &e, "instantiate"))?;
+        let conversion = l
+            .conversion
+            .as_ref()
+            .map(|c| c.load(&mut store, &instance))
+            .transpose()
+            .map_err(|e| self.classify(function, &store, &e, "instantiate"))?;
+        Ok(Live {
+            store,
+            plugin,
+            conversion,
+        })
     }
 
     fn deadline_error(&self, function: &'static str) -> CallError {
@@ -199,7 +221,11 @@ impl ComponentActuator {
         &self,
         function: &'static str,
         object: &str,
-        run: impl AsyncFnOnce(&ActuatorPlugin, &mut Store<PluginState>) -> wasmtime::Result<R>,
+        run: impl AsyncFnOnce(
+            &ActuatorPlugin,
+            Option<&conversion::Guest>,
+            &mut Store<PluginState>,
+        ) -> wasmtime::Result<R>,
         check: impl FnOnce(R) -> CallResult<T>,
     ) -> CallResult<T> {
         let started = Instant::now();
@@ -214,7 +240,10 @@ impl ComponentActuator {
                 }
                 None => self.instantiate(function, object, deadline).await?,
             };
-            let outcome = run(&live.plugin, &mut live.store).await;
+            if PURE.contains(&function) {
+                live.store.data_mut().seal_egress();
+            }
+            let outcome = run(&live.plugin, live.conversion.as_ref(), &mut live.store).await;
             let answer = outcome
                 .map_err(|e| self.classify(function, &live.store, &e, "call"))
                 .and_then(check)?;
@@ -271,6 +300,9 @@ impl ComponentActuator {
     }
 }
 
+/// The functions that MUST NOT do I/O: no outbound request leaves during them.
+const PURE: [&str; 2] = ["versions", "convert"];
+
 /// Milliseconds, for span attributes.
 fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -304,35 +336,118 @@ impl Actuator for ComponentActuator {
 
     async fn describe(&self) -> CallResult<Description> {
         const F: &str = "describe";
+        const V: &str = "versions";
         let b = self.boundary(F);
+        let description = self
+            .call(
+                F,
+                "",
+                async |p, _, s| p.orchard_actuator_actuator().call_describe(s).await,
+                |d| {
+                    b.description(RawDescription {
+                        name: d.name,
+                        group: d.group,
+                        version: d.version,
+                        kind: d.kind,
+                        plural: d.plural,
+                        resource_schema: d.resource_schema,
+                        filter_schema: d.filter_schema,
+                        observed_schema: d.observed_schema,
+                        dependencies: d
+                            .dependencies
+                            .into_iter()
+                            .map(|d| DependencyDecl {
+                                name: d.name,
+                                field: d.field,
+                                kind: d.kind,
+                                for_create: d.for_create,
+                                for_delete: d.for_delete,
+                                guard_deletion: d.guard_deletion,
+                            })
+                            .collect(),
+                        needs_credentials: d.needs_credentials,
+                    })
+                },
+            )
+            .await?;
+        if self.loaded.conversion.is_none() {
+            return Ok(description);
+        }
+        let b = self.boundary(V);
+        let versions = self
+            .call(
+                V,
+                "",
+                async |_, c, s| match c {
+                    Some(c) => c.call_versions(s).await,
+                    // Loaded with the export, so every instance has it.
+                    None => Err(wasmtime::format_err!(
+                        "the instance has no conversion export"
+                    )),
+                },
+                |versions| {
+                    b.versions(
+                        &description,
+                        versions
+                            .into_iter()
+                            .map(|v| RawApiVersion {
+                                name: v.name,
+                                resource_schema: v.resource_schema,
+                                filter_schema: v.filter_schema,
+                                observed_schema: v.observed_schema,
+                                storage: v.storage,
+                            })
+                            .collect(),
+                    )
+                },
+            )
+            .await?;
+        Ok(Description {
+            versions,
+            ..description
+        })
+    }
+
+    async fn convert(
+        &self,
+        obj: &Convertible,
+        from: &str,
+        to: &str,
+    ) -> CallResult<Result<Convertible, Failure>> {
+        const F: &str = "convert";
+        if self.loaded.conversion.is_none() {
+            return Ok(Err(Failure::Unrecoverable(format!(
+                "plugin {} serves one API version and converts nothing (asked {from} to {to})",
+                self.loaded.name
+            ))));
+        }
+        let b = self.boundary(F);
+        let text = |v: &Option<Value>| v.as_ref().map(Value::to_string);
+        let input = conversion::Convertible {
+            resource: text(&obj.resource),
+            filter: text(&obj.filter),
+            observed: text(&obj.observed),
+            annotations: obj.annotations.clone(),
+        };
         self.call(
             F,
             "",
-            async |p, s| p.orchard_actuator_actuator().call_describe(s).await,
-            |d| {
-                b.description(RawDescription {
-                    name: d.name,
-                    group: d.group,
-                    version: d.version,
-                    kind: d.kind,
-                    plural: d.plural,
-                    resource_schema: d.resource_schema,
-                    filter_schema: d.filter_schema,
-                    observed_schema: d.observed_schema,
-                    dependencies: d
-                        .dependencies
-                        .into_iter()
-                        .map(|d| DependencyDecl {
-                            name: d.name,
-                            field: d.field,
-                            kind: d.kind,
-                            for_create: d.for_create,
-                            for_delete: d.for_delete,
-                            guard_deletion: d.guard_deletion,
-                        })
-                        .collect(),
-                    needs_credentials: d.needs_credentials,
-                })
+            async |_, c, s| match c {
+                Some(c) => c.call_convert(s, &input, from, to).await,
+                None => Err(wasmtime::format_err!(
+                    "the instance has no conversion export"
+                )),
+            },
+            |answer| match answer {
+                Ok(c) => b
+                    .converted(RawConvertible {
+                        resource: c.resource,
+                        filter: c.filter,
+                        observed: c.observed,
+                        annotations: c.annotations,
+                    })
+                    .map(Ok),
+                Err(f) => Ok(Err(failure(f))),
             },
         )
         .await
@@ -348,7 +463,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| {
+            async |p, _, s| {
                 p.orchard_actuator_actuator()
                     .call_get_by_id(s, &o, id)
                     .await
@@ -373,7 +488,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| {
+            async |p, _, s| {
                 p.orchard_actuator_actuator()
                     .call_list_for_adoption(s, &o)
                     .await
@@ -400,7 +515,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| {
+            async |p, _, s| {
                 p.orchard_actuator_actuator()
                     .call_list_for_import(s, &o, &filter)
                     .await
@@ -421,7 +536,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| p.orchard_actuator_actuator().call_create(s, &o).await,
+            async |p, _, s| p.orchard_actuator_actuator().call_create(s, &o).await,
             |r| {
                 Ok(match r {
                     Ok(r) => Ok(b.resource(r.id, &r.state)?),
@@ -438,7 +553,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| p.orchard_actuator_actuator().call_delete(s, &o, &r).await,
+            async |p, _, s| p.orchard_actuator_actuator().call_delete(s, &o, &r).await,
             |s| b.status(status(s)),
         )
         .await
@@ -454,7 +569,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| {
+            async |p, _, s| {
                 p.orchard_actuator_actuator()
                     .call_reconcilers(s, &o, &r)
                     .await
@@ -480,7 +595,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| {
+            async |p, _, s| {
                 p.orchard_actuator_actuator()
                     .call_run_reconciler(s, name, &o, &r)
                     .await
@@ -500,7 +615,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &obj.name,
-            async |p, s| {
+            async |p, _, s| {
                 p.orchard_actuator_actuator()
                     .call_available(s, &o, &r)
                     .await
@@ -523,7 +638,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             &res.id,
-            async |p, s| p.orchard_actuator_actuator().call_observed(s, &r).await,
+            async |p, _, s| p.orchard_actuator_actuator().call_observed(s, &r).await,
             |text| b.observed(&text),
         )
         .await

@@ -539,6 +539,8 @@ impl hyper::body::Body for IncomingBody {
 /// The hooks of one store: the plugin's egress.
 pub(crate) struct EgressHooks {
     pub(crate) egress: Arc<Egress>,
+    /// Set for the calls that MUST NOT do I/O (`conversion`): every request is denied.
+    pub(crate) sealed: bool,
 }
 
 type SendFuture = Box<
@@ -565,6 +567,15 @@ impl WasiHttpHooks for EgressHooks {
         // Called from the plugin call's host function: the current span is the call's, and
         // the request is a child of it even when wasi-http drives it from a task of its own.
         let span = request_span(&request);
+        if self.sealed {
+            span.in_scope(|| tracing::warn!(plugin = %egress.plugin, uri = %request.uri(), "outbound request denied: a conversion may not do I/O"));
+            let denied = HttpError::HttpRequestDenied;
+            crate::ops::metrics::global()
+                .http_request_failed(&egress.plugin, failure_label(&denied));
+            span.record("error.type", failure_label(&denied));
+            span.record("otel.status_code", "ERROR");
+            return Box::new(async { Err(denied) });
+        }
         if !policy.allows(request.uri()) {
             span.in_scope(|| tracing::warn!(plugin = %egress.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)"));
             let denied = HttpError::HttpRequestDenied;
@@ -776,6 +787,7 @@ mod tests {
     async fn get(egress: &Arc<Egress>, url: &str) -> Result<(u16, Bytes), HttpError> {
         let mut hooks = EgressHooks {
             egress: Arc::clone(egress),
+            sealed: false,
         };
         let sent = hooks.send_request(get_request(url), None, Box::new(async { Ok(()) }));
         let (response, _io) = Box::into_pin(sent).await?;

@@ -22,7 +22,8 @@ pub use egress::{AllowedHost, EgressPolicy, TrustedCas};
 pub use engine::Allocation;
 pub use limits::Limits;
 
-use bindings::ActuatorPluginPre;
+use bindings::versioned::conversion;
+use bindings::{ActuatorPluginIndices, ActuatorPluginPre};
 use state::PluginState;
 
 /// Errors of the runtime.
@@ -148,6 +149,16 @@ impl Runtime {
             .linker
             .instantiate_pre(&loaded.component)
             .map_err(world)?;
+        let indices = ActuatorPluginIndices::new(&pre).map_err(world)?;
+        // The conversion export is optional: looked up by its name (semver-compatible, as
+        // wasmtime matches exports), and an export of the wrong shape refuses the plugin.
+        let conversion = match loaded
+            .component
+            .get_export_index(None, bindings::CONVERSION_EXPORT)
+        {
+            Some(_) => Some(conversion::GuestIndices::new(&pre).map_err(world)?),
+            None => None,
+        };
         let pre = ActuatorPluginPre::new(pre).map_err(world)?;
         tracing::info!(
             plugin = name,
@@ -161,6 +172,8 @@ impl Runtime {
             egress: Arc::new(egress::Egress::new(config.egress, Arc::clone(&name))),
             name,
             pre,
+            indices,
+            conversion,
             limits: config.limits,
             digest: loaded.digest,
         }))

@@ -59,7 +59,10 @@ impl PluginState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             table,
-            egress: EgressHooks { egress },
+            egress: EgressHooks {
+                egress,
+                sealed: false,
+            },
             memory: MemoryCap {
                 limit: memory_limit,
                 hit: false,
@@ -74,9 +77,18 @@ impl PluginState {
     /// dropped is reported now) and a clear memory-cap flag.
     pub(crate) fn arm(&mut self, deadline: Instant) {
         self.deadline = deadline;
+        self.egress.sealed = false;
         self.reports = Reports::default();
         self.memory.hit = false;
         lock(&self.output).next_call();
+    }
+}
+
+impl PluginState {
+    /// Denies every outbound request until the next [`PluginState::arm`]: for the calls that
+    /// MUST NOT do I/O.
+    pub(crate) fn seal_egress(&mut self) {
+        self.egress.sealed = true;
     }
 }
 

@@ -56,6 +56,14 @@ fn resource(zone: Zone) -> Resource<Zone> {
 
 const SETTINGS: &str = "settings";
 
+/// The kind's API group: `pdns.orchard.dev`, or `ORCHARD_PDNS_ZONE_GROUP` at build time (the
+/// upgrade scenarios build the plugin on a group of their own, so that the other suites'
+/// `DnsZone` CRD is not upgraded under them).
+pub const GROUP: &str = match option_env!("ORCHARD_PDNS_ZONE_GROUP") {
+    Some(group) => group,
+    None => "pdns.orchard.dev",
+};
+
 impl Actuator for PdnsZone {
     type Spec = ZoneSpec;
     type Filter = ZoneFilter;
@@ -64,7 +72,7 @@ impl Actuator for PdnsZone {
     fn describe(&self) -> Description {
         Description {
             name: "pdns-zone".into(),
-            group: "pdns.orchard.dev".into(),
+            group: GROUP.into(),
             version: "v1alpha1".into(),
             kind: "DnsZone".into(),
             plural: "dnszones".into(),
@@ -108,6 +116,21 @@ impl Actuator for PdnsZone {
             dependencies: vec![],
             needs_credentials: true,
         }
+    }
+
+    #[cfg(feature = "v1beta1")]
+    fn versions(&self) -> Vec<orchard_sdk::ApiVersion> {
+        versions::all(&self.describe())
+    }
+
+    #[cfg(feature = "v1beta1")]
+    fn convert(
+        &self,
+        obj: orchard_sdk::Convertible,
+        from: &str,
+        to: &str,
+    ) -> Result<orchard_sdk::Convertible, Failure> {
+        versions::convert(obj, from, to)
     }
 
     fn get_by_id(
@@ -246,6 +269,9 @@ fn plugin_build() -> String {
         _ => env!("CARGO_PKG_VERSION").to_owned(),
     }
 }
+
+/// Its API versions: served by the `v1beta1` build.
+pub mod versions;
 
 orchard_sdk::export_actuator!(PdnsZone);
 

@@ -1,7 +1,7 @@
 // Logs from the plugin into the host's `tracing`, tagged there with plugin and object.
 // `console.log` / `console.error` also reach the host's log, as stdout / stderr lines.
 
-import { log as witLog } from 'orchard:actuator/log@0.1.1';
+import { log as witLog } from 'orchard:actuator/log@0.1.2';
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
 

@@ -1,4 +1,4 @@
-// What a plugin reports beside its answers (`orchard:actuator/report`, WIT 0.1.1).
+// What a plugin reports beside its answers (`orchard:actuator/report`, WIT 0.1.1, package 0.1.2).
 //
 //   import { report } from 'orchard-sdk';
 //   report.connectionDetail('password', password);               // a string or a Uint8Array
@@ -12,7 +12,7 @@
 // tests, `scripts/wit-stub.mjs`) reports are collected in-process: `report.take()` returns and
 // empties them.
 
-import { connectionDetail as witDetail, drift as witDrift } from 'orchard:actuator/report@0.1.1';
+import { connectionDetail as witDetail, drift as witDrift } from 'orchard:actuator/report@0.1.2';
 
 /** JSON text of `value`; `undefined` (absent) for `undefined` or what does not serialise. */
 function toJson(value) {

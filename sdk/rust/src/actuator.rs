@@ -3,7 +3,9 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::types::{Availability, Description, Failure, Object, Resource, Status};
+use crate::types::{
+    ApiVersion, Availability, Convertible, Description, Failure, Object, Resource, Status,
+};
 
 /// An actuator: everything specific to one kind of external resource.
 ///
@@ -105,6 +107,22 @@ pub trait Actuator: Default {
     /// `status.resource`; the state itself by default.
     fn observed(&self, res: &Resource<Self::State>) -> Result<serde_json::Value, Failure> {
         Ok(serde_json::to_value(&res.state)?)
+    }
+
+    /// Every API version of the kind, oldest first, when it has several; one of them is
+    /// `describe().version` (the version every other method sees) with the same schemas.
+    /// MUST be pure. Default: none — the kind has one version.
+    fn versions(&self) -> Vec<ApiVersion> {
+        Vec::new()
+    }
+
+    /// Converts `obj` from version `from` to version `to`. MUST preserve every field (a round
+    /// trip gives `obj` back: keep what `to` cannot hold in an annotation) and MUST NOT do I/O
+    /// (the host denies every request). Default: refuses (one version).
+    fn convert(&self, _obj: Convertible, from: &str, to: &str) -> Result<Convertible, Failure> {
+        Err(Failure::unrecoverable(format!(
+            "this plugin serves one API version (asked to convert {from} to {to})"
+        )))
     }
 }
 

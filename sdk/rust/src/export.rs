@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use crate::actuator::{Actuator, Raw};
 use crate::bindings::exports::orchard::actuator::actuator::Guest;
+use crate::bindings::exports::orchard::actuator::conversion as wit_conversion;
 use crate::bindings::orchard::actuator::types as wit;
 use crate::types::{
-    Availability, Dependency, Description, Failure, Object, Progress, Resource, Status, WaitEvent,
+    Availability, Convertible, Dependency, Description, Failure, Object, Progress, Resource,
+    Status, WaitEvent,
 };
 
 /// Implements the exported interface for `A`.
@@ -92,6 +94,56 @@ impl<A: Actuator> Guest for Exported<A> {
 
     fn observed(res: wit::ExternalResource) -> String {
         raw::<A>().observed(&resource(res))
+    }
+}
+
+impl<A: Actuator> wit_conversion::Guest for Exported<A> {
+    fn versions() -> Vec<wit_conversion::ApiVersion> {
+        raw::<A>()
+            .0
+            .versions()
+            .into_iter()
+            .map(|v| wit_conversion::ApiVersion {
+                name: v.name,
+                resource_schema: v.resource_schema,
+                filter_schema: v.filter_schema,
+                observed_schema: v.observed_schema,
+                storage: v.storage,
+            })
+            .collect()
+    }
+
+    fn convert(
+        obj: wit_conversion::Convertible,
+        from: String,
+        to: String,
+    ) -> Result<wit_conversion::Convertible, wit::Failure> {
+        let parse = |what: &str, text: Option<String>| {
+            text.map(|t| {
+                serde_json::from_str(&t).map_err(|e| {
+                    Failure::invalid(format!("{what} at version {from} is not JSON: {e}"))
+                })
+            })
+            .transpose()
+        };
+        let input = (|| {
+            Ok(Convertible {
+                resource: parse("spec.resource", obj.resource)?,
+                filter: parse("spec.import.filter", obj.filter)?,
+                observed: parse("status.resource", obj.observed)?,
+                annotations: obj.annotations.into_iter().collect(),
+            })
+        })();
+        let out = input
+            .and_then(|c| raw::<A>().0.convert(c, &from, &to))
+            .map_err(failure)?;
+        let text = |v: Option<serde_json::Value>| v.map(|v| v.to_string());
+        Ok(wit_conversion::Convertible {
+            resource: text(out.resource),
+            filter: text(out.filter),
+            observed: text(out.observed),
+            annotations: out.annotations.into_iter().collect(),
+        })
     }
 }
 

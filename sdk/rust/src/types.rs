@@ -534,6 +534,36 @@ pub struct Description {
     pub needs_credentials: bool,
 }
 
+/// One API version of a kind that has several ([`Actuator::versions`](crate::Actuator)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiVersion {
+    /// A Kubernetes version name (`v1beta1`).
+    pub name: String,
+    /// `OpenAPI` v3 schema of `spec.resource` at this version, as JSON text.
+    pub resource_schema: String,
+    /// `OpenAPI` v3 schema of `spec.import.filter` at this version.
+    pub filter_schema: Option<String>,
+    /// `OpenAPI` v3 schema of `status.resource` at this version.
+    pub observed_schema: String,
+    /// Objects are stored at this version; exactly one version says so.
+    pub storage: bool,
+}
+
+/// The parts of one object that change shape between versions
+/// ([`Actuator::convert`](crate::Actuator)); the host keeps the rest.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Convertible {
+    /// `spec.resource`.
+    pub resource: Option<serde_json::Value>,
+    /// `spec.import.filter`.
+    pub filter: Option<serde_json::Value>,
+    /// `status.resource`.
+    pub observed: Option<serde_json::Value>,
+    /// The object's annotations: keep under `<group>/…` what the other version cannot hold,
+    /// so that a round trip loses nothing (the host writes back only those keys).
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,6 +173,12 @@ impl Harness {
         })
     }
 
+    /// Serves these plugin files from the next host this harness starts on: an upgrade by
+    /// restart, as a Deployment's rollout to a new image does.
+    pub fn set_plugins(&mut self, plugins: Vec<PathBuf>) {
+        self.host.plugins = plugins;
+    }
+
     /// The API of one of the served kinds in this namespace.
     pub fn api(&self, kind: &str) -> Api<DynamicObject> {
         let resource = self

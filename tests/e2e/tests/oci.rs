@@ -9,7 +9,7 @@ use orchard_e2e::paths::plugin;
 use orchard_e2e::{TestEnv, run, run_failing, sha256, unique_suffix};
 use serde_json::Value;
 
-const ACTUATOR_EXPORT: &str = "orchard:actuator/actuator@0.1.1";
+const ACTUATOR_EXPORT: &str = "orchard:actuator/actuator@0.1.2";
 
 fn echo() -> anyhow::Result<Vec<u8>> {
     Ok(std::fs::read(plugin("orchard-fixture-echo"))?)

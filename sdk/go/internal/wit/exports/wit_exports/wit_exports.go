@@ -8,7 +8,7 @@
 //     wasi:sockets@0.2.12
 //     wasi:cli@0.2.12
 //     wasi:http@0.2.12
-//     orchard:actuator@0.1.1
+//     orchard:actuator@0.1.2
 
 package wit_exports
 
@@ -25,7 +25,7 @@ var staticPinner = runtime.Pinner{}
 var exportReturnArea = uintptr(witRuntime.Allocate(&staticPinner, (20 * 4), 4))
 var syncExportPinner = runtime.Pinner{}
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#describe
+//go:wasmexport orchard:actuator/actuator@0.1.2#describe
 func wasm_export_orchard_actuator_actuator_describe() uintptr {
 
 	pinner := &syncExportPinner
@@ -128,12 +128,12 @@ func wasm_export_orchard_actuator_actuator_describe() uintptr {
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#describe
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#describe
 func wasm_export_post_return_orchard_actuator_actuator_describe(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#get-by-id
+//go:wasmexport orchard:actuator/actuator@0.1.2#get-by-id
 func wasm_export_orchard_actuator_actuator_get_by_id(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -294,12 +294,12 @@ func wasm_export_orchard_actuator_actuator_get_by_id(arg0 uintptr) uintptr {
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#get-by-id
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#get-by-id
 func wasm_export_post_return_orchard_actuator_actuator_get_by_id(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#list-for-adoption
+//go:wasmexport orchard:actuator/actuator@0.1.2#list-for-adoption
 func wasm_export_orchard_actuator_actuator_list_for_adoption(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -469,12 +469,12 @@ func wasm_export_orchard_actuator_actuator_list_for_adoption(arg0 uintptr) uintp
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#list-for-adoption
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#list-for-adoption
 func wasm_export_post_return_orchard_actuator_actuator_list_for_adoption(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#list-for-import
+//go:wasmexport orchard:actuator/actuator@0.1.2#list-for-import
 func wasm_export_orchard_actuator_actuator_list_for_import(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -633,12 +633,12 @@ func wasm_export_orchard_actuator_actuator_list_for_import(arg0 uintptr) uintptr
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#list-for-import
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#list-for-import
 func wasm_export_post_return_orchard_actuator_actuator_list_for_import(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#create
+//go:wasmexport orchard:actuator/actuator@0.1.2#create
 func wasm_export_orchard_actuator_actuator_create(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -844,12 +844,12 @@ func wasm_export_orchard_actuator_actuator_create(arg0 uintptr) uintptr {
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#create
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#create
 func wasm_export_post_return_orchard_actuator_actuator_create(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#delete
+//go:wasmexport orchard:actuator/actuator@0.1.2#delete
 func wasm_export_orchard_actuator_actuator_delete(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -1036,12 +1036,12 @@ func wasm_export_orchard_actuator_actuator_delete(arg0 uintptr) uintptr {
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#delete
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#delete
 func wasm_export_post_return_orchard_actuator_actuator_delete(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#reconcilers
+//go:wasmexport orchard:actuator/actuator@0.1.2#reconcilers
 func wasm_export_orchard_actuator_actuator_reconcilers(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -1197,12 +1197,12 @@ func wasm_export_orchard_actuator_actuator_reconcilers(arg0 uintptr) uintptr {
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#reconcilers
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#reconcilers
 func wasm_export_post_return_orchard_actuator_actuator_reconcilers(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#run-reconciler
+//go:wasmexport orchard:actuator/actuator@0.1.2#run-reconciler
 func wasm_export_orchard_actuator_actuator_run_reconciler(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -1390,12 +1390,12 @@ func wasm_export_orchard_actuator_actuator_run_reconciler(arg0 uintptr) uintptr 
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#run-reconciler
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#run-reconciler
 func wasm_export_post_return_orchard_actuator_actuator_run_reconciler(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#available
+//go:wasmexport orchard:actuator/actuator@0.1.2#available
 func wasm_export_orchard_actuator_actuator_available(arg0 uintptr) uintptr {
 
 	pinner := &syncExportPinner
@@ -1584,12 +1584,12 @@ func wasm_export_orchard_actuator_actuator_available(arg0 uintptr) uintptr {
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#available
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#available
 func wasm_export_post_return_orchard_actuator_actuator_available(result uintptr) {
 	syncExportPinner.Unpin()
 }
 
-//go:wasmexport orchard:actuator/actuator@0.1.1#observed
+//go:wasmexport orchard:actuator/actuator@0.1.2#observed
 func wasm_export_orchard_actuator_actuator_observed(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32) uintptr {
 
 	pinner := &syncExportPinner
@@ -1605,7 +1605,7 @@ func wasm_export_orchard_actuator_actuator_observed(arg0 uintptr, arg1 uint32, a
 
 }
 
-//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.1#observed
+//go:wasmexport cabi_post_orchard:actuator/actuator@0.1.2#observed
 func wasm_export_post_return_orchard_actuator_actuator_observed(result uintptr) {
 	syncExportPinner.Unpin()
 }

@@ -8,7 +8,7 @@
 //     wasi:sockets@0.2.12
 //     wasi:cli@0.2.12
 //     wasi:http@0.2.12
-//     orchard:actuator@0.1.1
+//     orchard:actuator@0.1.2
 
 package orchard_actuator_actuator
 

@@ -8,7 +8,7 @@
 //     wasi:sockets@0.2.12
 //     wasi:cli@0.2.12
 //     wasi:http@0.2.12
-//     orchard:actuator@0.1.1
+//     orchard:actuator@0.1.2
 
 package orchard_actuator_log
 
@@ -27,7 +27,7 @@ const (
 
 type Level = uint8
 
-//go:wasmimport orchard:actuator/log@0.1.1 log
+//go:wasmimport orchard:actuator/log@0.1.2 log
 func wasm_import_log(arg0 int32, arg1 uintptr, arg2 uint32)
 
 func Log(level Level, message string) {

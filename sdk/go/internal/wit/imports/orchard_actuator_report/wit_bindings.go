@@ -8,7 +8,7 @@
 //     wasi:sockets@0.2.12
 //     wasi:cli@0.2.12
 //     wasi:http@0.2.12
-//     orchard:actuator@0.1.1
+//     orchard:actuator@0.1.2
 
 package orchard_actuator_report
 
@@ -20,7 +20,7 @@ import (
 
 type Json = string
 
-//go:wasmimport orchard:actuator/report@0.1.1 connection-detail
+//go:wasmimport orchard:actuator/report@0.1.2 connection-detail
 func wasm_import_connection_detail(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32)
 
 func ConnectionDetail(key string, value []uint8) {
@@ -35,7 +35,7 @@ func ConnectionDetail(key string, value []uint8) {
 
 }
 
-//go:wasmimport orchard:actuator/report@0.1.1 drift
+//go:wasmimport orchard:actuator/report@0.1.2 drift
 func wasm_import_drift(arg0 uintptr, arg1 uint32, arg2 int32, arg3 uintptr, arg4 uint32, arg5 int32, arg6 uintptr, arg7 uint32, arg8 int32)
 
 func Drift(field string, observed witTypes.Option[string], desired witTypes.Option[string], sensitive bool) {
