@@ -265,8 +265,17 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
     std::fs::write(&file, serde_json::to_vec(&at_alpha)?)?;
     let out = orchard_e2e::run(
         std::process::Command::new(orchard_e2e::paths::orchard_bin())
-            .args(["invoke", &plugin("pdns-zone-evolution-v1beta1").display().to_string()])
-            .args(["convert", "--to", "v1beta1", "--object", &file.display().to_string()]),
+            .args([
+                "invoke",
+                &plugin("pdns-zone-evolution-v1beta1").display().to_string(),
+            ])
+            .args([
+                "convert",
+                "--to",
+                "v1beta1",
+                "--object",
+                &file.display().to_string(),
+            ]),
     )?;
     let converted: Value = serde_json::from_str(&out)?;
     assert_eq!(converted["apiVersion"], format!("{GROUP}/v1beta1"));
