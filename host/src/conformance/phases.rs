@@ -17,7 +17,8 @@ use super::wait::{
 };
 use crate::actuator::contract::{Boundary, RawDescription};
 use crate::actuator::{
-    Actuator, CallError, Description, ExternalResource, Failure, ManagedObject, Progress, Status,
+    Actuator, CallError, Convertible, Description, ExternalResource, Failure, ManagedObject,
+    Progress, Status,
 };
 
 /// Longest JSON shown in one line of evidence.
@@ -119,6 +120,16 @@ fn changed_keys(before: &Value, after: &Value) -> Vec<String> {
         }
         _ => vec!["(the whole document)".to_owned()],
     }
+}
+
+/// Whether two conversions answer the same annotations (in any order).
+fn same_annotations(a: &Convertible, b: &Convertible) -> bool {
+    let sorted = |c: &Convertible| {
+        let mut v = c.annotations.clone();
+        v.sort();
+        v
+    };
+    sorted(a) == sorted(b)
 }
 
 /// What `get-by-id` and `observed` answer for one resource at one moment.
@@ -277,12 +288,17 @@ impl<'a> Kit<'a> {
         }
         let needs_resource = !matches!(
             rule,
-            Rule::DescribePure | Rule::DescribeValid | Rule::AdoptionBeforeCreate | Rule::Create
+            Rule::DescribePure
+                | Rule::DescribeValid
+                | Rule::ConversionRoundTrip
+                | Rule::AdoptionBeforeCreate
+                | Rule::Create
         );
         let Some(res) = self.resource.clone().filter(|_| needs_resource) else {
             return match rule {
                 Rule::DescribePure => self.describe_pure().await,
                 Rule::DescribeValid => self.describe_valid(),
+                Rule::ConversionRoundTrip => self.conversion_round_trip().await,
                 Rule::AdoptionBeforeCreate => self.adoption_before_create().await,
                 Rule::Create => self.create().await,
                 _ => Evidence::default().skip("no resource: create did not succeed"),
@@ -309,6 +325,7 @@ impl<'a> Kit<'a> {
             Rule::GetUnknownId => self.get_unknown_id(&res).await,
             Rule::DescribePure
             | Rule::DescribeValid
+            | Rule::ConversionRoundTrip
             | Rule::AdoptionBeforeCreate
             | Rule::Create => Evidence::default().skip("runs before the resource exists"),
         }
@@ -1096,6 +1113,64 @@ impl<'a> Kit<'a> {
                 ev.pass()
             }
             Err(e) => ev.fail(format!("a second delete of {}: {}", res.id, call(&e))),
+        }
+    }
+
+    async fn conversion_round_trip(&mut self) -> Verdict {
+        let mut ev = Evidence::default();
+        let Some(d) = self.description.clone() else {
+            return ev.skip("describe did not answer");
+        };
+        if !d.converts() {
+            return ev.skip("the kind has one API version");
+        }
+        let sample = Convertible {
+            resource: self.sample.spec.clone(),
+            annotations: self
+                .sample
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            ..Convertible::default()
+        };
+        let mut broken = Vec::new();
+        for other in d.versions.iter().filter(|v| v.name != d.version) {
+            let (from, to) = (d.version.as_str(), other.name.as_str());
+            let there = match self.actuator.convert(&sample, from, to).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(f)) => {
+                    broken.push(format!("convert {from} to {to} failed: {}", failure(&f)));
+                    continue;
+                }
+                Err(e) => {
+                    broken.push(format!("convert {from} to {to}: {}", call(&e)));
+                    continue;
+                }
+            };
+            match self.actuator.convert(&there, to, from).await {
+                Ok(Ok(back)) if back.resource == sample.resource && same_annotations(&back, &sample) => {
+                    ev.note(format!(
+                        "{from} to {to} and back gives the sample again (at {to}: {})",
+                        shown(&there.resource.clone().unwrap_or_default())
+                    ));
+                }
+                Ok(Ok(back)) => broken.push(format!(
+                    "{from} to {to} and back loses or changes fields: sent {}, got back {} (annotations {:?})",
+                    shown(&sample.resource.clone().unwrap_or_default()),
+                    shown(&back.resource.clone().unwrap_or_default()),
+                    back.annotations
+                )),
+                Ok(Err(f)) => {
+                    broken.push(format!("convert {to} back to {from} failed: {}", failure(&f)));
+                }
+                Err(e) => broken.push(format!("convert {to} back to {from}: {}", call(&e))),
+            }
+        }
+        if broken.is_empty() {
+            ev.pass()
+        } else {
+            ev.fail(broken.join("; "))
         }
     }
 

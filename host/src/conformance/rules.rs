@@ -86,13 +86,18 @@ pub enum Rule {
     /// `get-by-id` of an id the system does not know (the deleted one) MUST answer `ok(none)`,
     /// not an error.
     GetUnknownId,
+    /// A kind with several API versions: `convert` of the sample (its `spec.resource` and
+    /// annotations) from the description's version to every other one and back MUST give the
+    /// sample again (a conversion loses nothing). Skipped for a kind with one version.
+    ConversionRoundTrip,
 }
 
 impl Rule {
     /// Every rule, in the order of the phases.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::DescribePure,
         Self::DescribeValid,
+        Self::ConversionRoundTrip,
         Self::AdoptionBeforeCreate,
         Self::Create,
         Self::GetAfterCreate,
@@ -126,6 +131,7 @@ impl Rule {
             Self::Delete => "delete",
             Self::DeleteIdempotent => "delete-idempotent",
             Self::GetUnknownId => "get-unknown-id",
+            Self::ConversionRoundTrip => "conversion-round-trip",
         }
     }
 

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::actuator::{
-    Availability, CallError, CallResult, Description, ExternalResource, Failure, Status,
+    ApiVersion, Availability, CallError, CallResult, Convertible, Description, ExternalResource,
+    Failure, Status,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +40,10 @@ enum Break {
     CreateAnswersExisting,
     /// get-by-id answers a field that changes on every read (a fetch counter).
     VolatileState,
+    /// Two versions, v1 `{name}` and v2 `{title}`, converted both ways.
+    Converts,
+    /// Two versions, but v2 back to v1 drops every field.
+    LossyConversion,
 }
 
 /// Resources by id; each has the `name` of the object that made it and a `kind`.
@@ -124,7 +129,21 @@ impl Actuator for Fake {
             observed_schema: json!({"type": "object", "properties": {"name": {"type": "string"}, "kind": {"type": "string"}}}),
             dependencies: vec![],
             needs_credentials: false,
-            versions: Vec::new(),
+            versions: if matches!(self.breaks, Break::Converts | Break::LossyConversion) {
+                let at = |name: &str, storage| ApiVersion {
+                    name: name.into(),
+                    resource_schema: json!({"type": "object", "required": ["name"],
+                        "properties": {"name": {"type": "string"}, "kind": {"type": "string"}}}),
+                    filter_schema: Some(
+                        json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+                    ),
+                    observed_schema: json!({"type": "object", "properties": {"name": {"type": "string"}, "kind": {"type": "string"}}}),
+                    storage,
+                };
+                vec![at("v1", true), at("v2", false)]
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -310,6 +329,32 @@ impl Actuator for Fake {
         Ok((Availability::Available, Status::default()))
     }
 
+    async fn convert(
+        &self,
+        obj: &Convertible,
+        from: &str,
+        to: &str,
+    ) -> CallResult<Result<Convertible, Failure>> {
+        let mut r = obj.resource.clone().unwrap_or_default();
+        let map = r.as_object_mut().unwrap();
+        match (from, to) {
+            ("v1", "v2") => {
+                let name = map.remove("name").unwrap_or_default();
+                map.insert("title".into(), name);
+            }
+            ("v2", "v1") if self.breaks == Break::LossyConversion => map.clear(),
+            ("v2", "v1") => {
+                let title = map.remove("title").unwrap_or_default();
+                map.insert("name".into(), title);
+            }
+            _ => return Ok(Err(Failure::Unrecoverable(format!("{from} to {to}")))),
+        }
+        Ok(Ok(Convertible {
+            resource: Some(r),
+            ..obj.clone()
+        }))
+    }
+
     async fn observed(&self, res: &ExternalResource) -> CallResult<Value> {
         if self.breaks == Break::ObservedOffSchema {
             return Ok(json!({"name": 42}));
@@ -348,11 +393,15 @@ async fn a_well_behaved_plugin_passes_every_rule_and_leaves_nothing_behind() {
     let fake = Fake::new(Break::Nothing);
     let r = report(&fake).await;
     assert!(r.passed, "{}", r.table());
+    // Every rule passes, but the round trip of a conversion: its kind has one version.
     assert!(
-        r.rules.iter().all(|f| f.outcome == Outcome::Pass),
+        r.rules
+            .iter()
+            .all(|f| f.outcome == Outcome::Pass || f.rule == Rule::ConversionRoundTrip),
         "{}",
         r.table()
     );
+    assert_eq!(outcome(&r, Rule::ConversionRoundTrip), Outcome::Skip);
     assert_eq!(r.rules.len(), Rule::ALL.len());
     assert!(fake.ids().is_empty(), "left: {:?}", fake.ids());
     assert_eq!(r.cleanup.already_gone, vec!["zone-a-1".to_owned()]);
@@ -479,7 +528,7 @@ async fn a_sample_that_exists_already_stops_the_run_before_any_create_and_is_not
         r.table()
     );
     assert!(
-        r.rules[3..].iter().all(|f| f.outcome == Outcome::Skip),
+        r.rules[4..].iter().all(|f| f.outcome == Outcome::Skip),
         "{}",
         r.table()
     );
@@ -492,7 +541,7 @@ async fn a_failing_create_skips_the_rules_that_need_the_resource() {
     let fake = Fake::new(Break::CreateFails);
     let r = report(&fake).await;
     assert_eq!(r.failed(), vec![Rule::Create], "{}", r.table());
-    assert!(r.rules[4..].iter().all(|f| f.outcome == Outcome::Skip));
+    assert!(r.rules[5..].iter().all(|f| f.outcome == Outcome::Skip));
     assert!(evidence(&r, Rule::KillPoint).contains("create did not succeed"));
 }
 
@@ -685,5 +734,33 @@ async fn a_state_field_that_changes_on_every_read_is_not_taken_for_an_overwrite(
             .contains("state (get-by-id) field(s) reads change between two reads: not compared"),
         "{}",
         r.table()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conversion_that_round_trips_passes_and_a_kind_with_one_version_skips_it() {
+    let r = report(&Fake::new(Break::Converts)).await;
+    assert!(r.passed, "{}", r.table());
+    assert_eq!(outcome(&r, Rule::ConversionRoundTrip), Outcome::Pass);
+    assert!(
+        evidence(&r, Rule::ConversionRoundTrip)
+            .contains(r#"v1 to v2 and back gives the sample again (at v2: {"kind":"wanted","title":"zone-a"})"#),
+        "{}",
+        r.table()
+    );
+    let one = report(&Fake::new(Break::Nothing)).await;
+    assert_eq!(outcome(&one, Rule::ConversionRoundTrip), Outcome::Skip);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conversion_that_loses_fields_fails_conversion_round_trip_showing_both() {
+    let r = report(&Fake::new(Break::LossyConversion)).await;
+    assert_eq!(r.failed(), vec![Rule::ConversionRoundTrip], "{}", r.table());
+    let ev = evidence(&r, Rule::ConversionRoundTrip);
+    assert!(
+        ev.contains(
+            r#"v1 to v2 and back loses or changes fields: sent {"kind":"wanted","name":"zone-a"}, got back {}"#
+        ),
+        "{ev}"
     );
 }
