@@ -53,6 +53,11 @@ rust-plugins:
 	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_evolution_v1alpha1.wasm
 	ORCHARD_PDNS_ZONE_GROUP=evolution.pdns.orchard.dev ORCHARD_PLUGIN_BUILD=v1beta1 cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone --features v1beta1
 	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_evolution_v1beta1.wasm
+	@# The conversion scenarios' fault fixture, on a group of its own: one version, then two.
+	ORCHARD_FAULTY_GROUP=convertible.fixtures.orchard.dev cargo build --profile plugin --target wasm32-wasip2 -p orchard-fixture-faulty
+	cp $(PLUGIN_DIR)/orchard_fixture_faulty.wasm $(PLUGIN_DIR)/faulty_convertible_v1alpha1.wasm
+	ORCHARD_FAULTY_GROUP=convertible.fixtures.orchard.dev cargo build --profile plugin --target wasm32-wasip2 -p orchard-fixture-faulty --features v1beta1
+	cp $(PLUGIN_DIR)/orchard_fixture_faulty.wasm $(PLUGIN_DIR)/faulty_convertible_v1beta1.wasm
 	cargo build --profile plugin --target wasm32-wasip2 $(PLUGINS)
 
 ## componentize-py (a venv), the npm packages of sdk/js, wasm-tools and wit-bindgen for Go
@@ -66,8 +71,8 @@ guest-plugins: guest-tools
 	sdk/go/download.sh $(GO_PLUGIN_DIRS)
 	@$(MAKE) --no-print-directory $(GUEST_PLUGINS)
 
-$(PLUGIN_DIR)/rabbitmq_vhost.wasm: $(wildcard plugins/rabbitmq-vhost/*.py) $(RABBITMQ_CLIENT) $(PY_SDK) $(WIT)
-	sdk/python/build.sh plugins/rabbitmq-vhost $@ plugins/rabbitmq-client
+$(PLUGIN_DIR)/rabbitmq_vhost.wasm: $(wildcard plugins/rabbitmq-vhost/*.py) $(PY_SDK) $(WIT)
+	sdk/python/build.sh plugins/rabbitmq-vhost $@
 
 $(PLUGIN_DIR)/rabbitmq_queue.wasm: $(wildcard plugins/rabbitmq-queue/*.py) $(RABBITMQ_CLIENT) $(PY_SDK) $(WIT)
 	sdk/python/build.sh plugins/rabbitmq-queue $@ plugins/rabbitmq-client

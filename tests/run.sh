@@ -45,11 +45,14 @@ step "SDK unit tests (Python, JavaScript, Go, C)"
 python3 -m unittest discover -s sdk/python/tests
 (cd sdk/js && npm test --silent)
 (cd sdk/go && GOPROXY=off GOTOOLCHAIN=local go test ./...)
+bash sdk/go/test.sh sdk/go/examples/webhook
 bash sdk/c/tests/run.sh
 
 step "host and test binaries"
 # (`cargo test` builds the orchard binary too: integration tests need it, same features.)
 cargo test --workspace --no-run
+# The C SDK's two-version example as a real component, described and converted by the CLI.
+bash sdk/c/tests/component.sh "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/orchard"
 
 step "lints and API docs (rustfmt, clippy pedantic, rustdoc, all as errors)"
 cargo fmt --all -- --check

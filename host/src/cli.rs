@@ -531,6 +531,11 @@ struct InvokeArgs {
     /// current kubeconfig's cluster, in the object's namespace); repeat.
     #[arg(long = "dependency")]
     dependencies: Vec<DependencyArg>,
+    /// Also print, on stderr, what the plugin reported during the call (the `report`
+    /// import): its drifts as `status.drift` shows them, sensitive values and every
+    /// connection detail's value masked.
+    #[arg(long)]
+    show_reports: bool,
     #[command(flatten)]
     sandbox: SandboxArgs,
 }
@@ -878,10 +883,14 @@ fn read_manifest(path: &PathBuf) -> anyhow::Result<Value> {
 
 impl InvokeArgs {
     async fn run(self) -> anyhow::Result<()> {
-        let actuator =
+        let loaded =
             self.sandbox
                 .runtime()?
                 .load_file(&self.plugin, None, self.sandbox.plugin_config()?)?;
+        // One pass's view, as the host makes for each pass: the call (and the get-by-id before
+        // it) share one instance, and what the plugin reports is kept for `--show-reports`.
+        let pass = loaded.for_pass();
+        let actuator: &dyn crate::actuator::Actuator = pass.as_deref().unwrap_or(&loaded);
         let manifest = self.object.as_ref().map(read_manifest).transpose()?;
         // No `--object`: the call gets an empty object (no spec), which is what the user asked.
         let mut obj = manifest
@@ -965,6 +974,10 @@ impl InvokeArgs {
                 }
             }
         };
+        if self.show_reports {
+            let reports = serde_json::to_string_pretty(&actuator.take_reports().shown())?;
+            eprintln!("reports of the call:\n{reports}");
+        }
         print(&out)
     }
 }

@@ -31,40 +31,51 @@ from orchard_sdk import (
     export,
 )
 from orchard_sdk.http import quote
+from orchard_sdk.schema import immutable, schema_of
 from urllib.parse import unquote
 from rabbitmq_client import Client
+
+
+def schema(**constraints) -> dict:
+    """A field's metadata: constraints for its schema (``orchard_sdk.schema``)."""
+    return {"schema": constraints}
+
+
+QUEUE_TYPES = ["classic", "quorum", "stream"]
 
 
 @dataclass
 class Binding:
     """A binding of the queue to an exchange of its vhost."""
 
-    exchange: str
-    routing_key: str = ""
+    exchange: str = field(metadata=schema(minLength=1, maxLength=255))
+    routing_key: str = field(default="", metadata=schema(maxLength=255))
 
 
 @dataclass
 class QueueSpec:
-    """``spec.resource``."""
+    """``spec.resource``; its schema is derived from it (``describe``). The defaults in the
+    schema are the dataclass's, written again: the apiserver applies them."""
 
-    vhost_ref: str
-    name: str
-    queue_type: str = field(default="classic", metadata={"json": "type"})
-    durable: bool = True
-    auto_delete: bool = False
-    arguments: Dict[str, Any] = field(default_factory=dict)
-    bindings: List[Binding] = field(default_factory=list)
-    max_length: Optional[int] = None
-    message_ttl: Optional[int] = None
+    vhost_ref: str = field(metadata=schema(maxLength=253, **immutable("vhostRef")))
+    name: str = field(metadata=schema(minLength=1, maxLength=255, **immutable("name")))
+    queue_type: str = field(default="classic", metadata={"json": "type", "schema": {
+        "enum": QUEUE_TYPES, "default": "classic", **immutable("type")}})
+    durable: bool = field(default=True, metadata=schema(default=True, **immutable("durable")))
+    auto_delete: bool = field(default=False, metadata=schema(default=False, **immutable("autoDelete")))
+    arguments: Dict[str, Any] = field(default_factory=dict, metadata=schema(**immutable("arguments")))
+    bindings: List[Binding] = field(default_factory=list, metadata=schema(maxItems=64))
+    max_length: Optional[int] = field(default=None, metadata=schema(minimum=0))
+    message_ttl: Optional[int] = field(default=None, metadata=schema(minimum=0))
 
 
 @dataclass
 class QueueFilter:
     """``spec.import.filter``."""
 
-    vhost: str
-    name: Optional[str] = None
-    queue_type: Optional[str] = field(default=None, metadata={"json": "type"})
+    vhost: str = field(metadata=schema(maxLength=255))
+    name: Optional[str] = field(default=None, metadata=schema(maxLength=255))
+    queue_type: Optional[str] = field(default=None, metadata={"json": "type", "schema": {"enum": QUEUE_TYPES}})
     durable: Optional[bool] = None
 
 
@@ -173,49 +184,16 @@ class Queue(Base):
     state_type = QueueState
 
     def describe(self) -> Description:
-        immutable = lambda what: [{"rule": "self == oldSelf", "message": f"{what} is immutable"}]  # noqa: E731
         return Description(
             name="rabbitmq-queue",
             group="rabbitmq.orchard.dev",
             version="v1alpha1",
             kind="RabbitQueue",
             plural="rabbitqueues",
-            resource_schema={
-                "type": "object",
-                "required": ["vhostRef", "name"],
-                "properties": {
-                    "vhostRef": {"type": "string", "maxLength": 253, "x-kubernetes-validations": immutable("vhostRef")},
-                    "name": {"type": "string", "minLength": 1, "maxLength": 255,
-                             "x-kubernetes-validations": immutable("name")},
-                    "type": {"type": "string", "enum": ["classic", "quorum", "stream"], "default": "classic",
-                             "x-kubernetes-validations": immutable("type")},
-                    "durable": {"type": "boolean", "default": True, "x-kubernetes-validations": immutable("durable")},
-                    "autoDelete": {"type": "boolean", "default": False,
-                                   "x-kubernetes-validations": immutable("autoDelete")},
-                    "arguments": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                                  "x-kubernetes-validations": immutable("arguments")},
-                    "bindings": {"type": "array", "maxItems": 64, "items": {
-                        "type": "object",
-                        "required": ["exchange"],
-                        "properties": {
-                            "exchange": {"type": "string", "minLength": 1, "maxLength": 255},
-                            "routingKey": {"type": "string", "maxLength": 255},
-                        },
-                    }},
-                    "maxLength": {"type": "integer", "minimum": 0},
-                    "messageTtl": {"type": "integer", "minimum": 0},
-                },
-            },
-            filter_schema={
-                "type": "object",
-                "required": ["vhost"],
-                "properties": {
-                    "vhost": {"type": "string", "maxLength": 255},
-                    "name": {"type": "string", "maxLength": 255},
-                    "type": {"type": "string", "enum": ["classic", "quorum", "stream"]},
-                    "durable": {"type": "boolean"},
-                },
-            },
+            # Derived from the dataclasses the SDK decodes (sdk/python/tests/test_schema.py holds
+            # them to the schemas this plugin used to write by hand).
+            resource_schema=schema_of(QueueSpec),
+            filter_schema=schema_of(QueueFilter),
             observed_schema={
                 "type": "object",
                 "properties": {

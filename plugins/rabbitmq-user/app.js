@@ -17,7 +17,7 @@
 // The password never leaves the plugin otherwise: the state and `status.resource` only say
 // whether the user has one, and nothing logs it.
 
-import { Actuator, InvalidConfiguration, Status, exportActuator, http, report } from 'orchard-sdk';
+import { Actuator, InvalidConfiguration, Status, Type, exportActuator, http, report, schema } from 'orchard-sdk';
 
 const TAGS = 'tags';
 const PASSWORD = 'password';
@@ -120,9 +120,57 @@ function keepPassword(u) {
   return { password_hash: u.password_hash ?? '', hashing_algorithm: u.hashing_algorithm };
 }
 
-const PATTERN = { type: 'string', maxLength: 1024, default: '.*' };
-
 const BOTH_PASSWORDS = 'passwordKey and generatePassword exclude each other: set one of them (or neither, for a user without a password)';
+
+// The schemas of `describe`, with TypeBox (JSON Schema objects; a property is required unless
+// `Type.Optional`).
+const PATTERN = Type.String({ maxLength: 1024, default: '.*' });
+
+/** `spec.resource`. */
+const Spec = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 255, ...schema.immutable('name is immutable') }),
+    tags: Type.Optional(Type.Array(Type.String({ maxLength: 64, pattern: '^[^,]+$' }), { maxItems: 16 })),
+    passwordKey: Type.Optional(Type.String({ maxLength: 253 })),
+    generatePassword: Type.Optional(
+      Type.Boolean({
+        description: 'Instead of passwordKey: generate a password at creation, written to the connection Secret (spec.writeConnectionSecretTo) with username and url.',
+      }),
+    ),
+    permissions: Type.Optional(
+      Type.Array(
+        Type.Object({ vhost: Type.String({ maxLength: 255 }), configure: Type.Optional(PATTERN), write: Type.Optional(PATTERN), read: Type.Optional(PATTERN) }),
+        { maxItems: 64, 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['vhost'] },
+      ),
+    ),
+  },
+  { 'x-kubernetes-validations': [{ rule: '!has(self.passwordKey) || !has(self.generatePassword) || !self.generatePassword', message: BOTH_PASSWORDS }] },
+);
+
+/** `spec.import.filter`: at least one of the two. */
+const Filter = Type.Object(
+  { name: Type.Optional(Type.String({ maxLength: 255 })), tag: Type.Optional(Type.String({ maxLength: 64 })) },
+  { minProperties: 1 },
+);
+
+/** `status.resource`: the state (`fetchUser`), which says whether there is a password, never which. */
+const Observed = Type.Object({
+  name: Type.Optional(Type.String()),
+  tags: Type.Optional(Type.Array(Type.String())),
+  hasPassword: Type.Optional(Type.Boolean()),
+  permissions: Type.Optional(
+    Type.Array(
+      Type.Object({
+        vhost: Type.Optional(Type.String()),
+        configure: Type.Optional(Type.String()),
+        write: Type.Optional(Type.String()),
+        read: Type.Optional(Type.String()),
+      }),
+    ),
+  ),
+});
+
+const SPEC_FIELDS = new Set(schema.fields(Spec));
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -146,56 +194,16 @@ class User extends Actuator {
       version: 'v1alpha1',
       kind: 'RabbitUser',
       plural: 'rabbitusers',
-      resourceSchema: {
-        type: 'object',
-        required: ['name'],
-        'x-kubernetes-validations': [{ rule: '!has(self.passwordKey) || !has(self.generatePassword) || !self.generatePassword', message: BOTH_PASSWORDS }],
-        properties: {
-          name: {
-            type: 'string', minLength: 1, maxLength: 255,
-            'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'name is immutable' }],
-          },
-          tags: { type: 'array', maxItems: 16, items: { type: 'string', maxLength: 64, pattern: '^[^,]+$' } },
-          passwordKey: { type: 'string', maxLength: 253 },
-          generatePassword: {
-            type: 'boolean',
-            description: 'Instead of passwordKey: generate a password at creation, written to the connection Secret (spec.writeConnectionSecretTo) with username and url.',
-          },
-          permissions: {
-            type: 'array', maxItems: 64,
-            'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['vhost'],
-            items: {
-              type: 'object', required: ['vhost'],
-              properties: { vhost: { type: 'string', maxLength: 255 }, configure: PATTERN, write: PATTERN, read: PATTERN },
-            },
-          },
-        },
-      },
-      filterSchema: {
-        type: 'object',
-        minProperties: 1,
-        properties: { name: { type: 'string', maxLength: 255 }, tag: { type: 'string', maxLength: 64 } },
-      },
-      observedSchema: {
-        type: 'object',
-        properties: {
-          name: { type: 'string' },
-          tags: { type: 'array', items: { type: 'string' } },
-          hasPassword: { type: 'boolean' },
-          permissions: {
-            type: 'array',
-            items: { type: 'object', properties: { vhost: { type: 'string' }, configure: { type: 'string' }, write: { type: 'string' }, read: { type: 'string' } } },
-          },
-        },
-      },
+      resourceSchema: Spec,
+      filterSchema: Filter,
+      observedSchema: Observed,
       dependencies: [],
       needsCredentials: true,
     };
   }
 
   parseSpec(spec) {
-    const known = new Set(['name', 'tags', 'passwordKey', 'generatePassword', 'permissions']);
-    const unknown = Object.keys(spec).filter((k) => !known.has(k));
+    const unknown = Object.keys(spec).filter((k) => !SPEC_FIELDS.has(k));
     if (unknown.length) throw new Error(`unknown field ${JSON.stringify(unknown[0])}`);
     if (spec.generatePassword !== undefined && typeof spec.generatePassword !== 'boolean') throw new Error('generatePassword must be true or false');
     if (spec.passwordKey !== undefined && spec.generatePassword) throw new InvalidConfiguration(BOTH_PASSWORDS);

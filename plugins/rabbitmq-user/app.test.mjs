@@ -109,3 +109,43 @@ test('reconcilers report each field they change back as a drift', async () => {
   await actuator.runReconciler('tags', obj({ name: 'app', tags: ['x'] }), res);
   assert.deepEqual(report.take().drifts, []);
 });
+
+// The schemas as they were written by hand before TypeBox built them: the CRD must not change
+// (objects compared whatever their key order).
+const PATTERN = { type: 'string', maxLength: 1024, default: '.*' };
+const HAND_WRITTEN = {
+  resourceSchema: {
+    type: 'object',
+    required: ['name'],
+    'x-kubernetes-validations': [{ rule: '!has(self.passwordKey) || !has(self.generatePassword) || !self.generatePassword', message: 'passwordKey and generatePassword exclude each other: set one of them (or neither, for a user without a password)' }],
+    properties: {
+      name: { type: 'string', minLength: 1, maxLength: 255, 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'name is immutable' }] },
+      tags: { type: 'array', maxItems: 16, items: { type: 'string', maxLength: 64, pattern: '^[^,]+$' } },
+      passwordKey: { type: 'string', maxLength: 253 },
+      generatePassword: {
+        type: 'boolean',
+        description: 'Instead of passwordKey: generate a password at creation, written to the connection Secret (spec.writeConnectionSecretTo) with username and url.',
+      },
+      permissions: {
+        type: 'array', maxItems: 64, 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['vhost'],
+        items: { type: 'object', required: ['vhost'], properties: { vhost: { type: 'string', maxLength: 255 }, configure: PATTERN, write: PATTERN, read: PATTERN } },
+      },
+    },
+  },
+  filterSchema: { type: 'object', minProperties: 1, properties: { name: { type: 'string', maxLength: 255 }, tag: { type: 'string', maxLength: 64 } } },
+  observedSchema: {
+    type: 'object',
+    properties: {
+      name: { type: 'string' },
+      tags: { type: 'array', items: { type: 'string' } },
+      hasPassword: { type: 'boolean' },
+      permissions: { type: 'array', items: { type: 'object', properties: { vhost: { type: 'string' }, configure: { type: 'string' }, write: { type: 'string' }, read: { type: 'string' } } } },
+    },
+  },
+};
+
+test('the TypeBox schemas are the hand-written ones; one API version', async () => {
+  const d = actuator.describe();
+  for (const [field, schema] of Object.entries(HAND_WRITTEN)) assert.deepStrictEqual(JSON.parse(d[field]), schema, field);
+  assert.deepEqual(await actuator.conversion.versions(), []);
+});

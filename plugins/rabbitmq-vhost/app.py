@@ -6,12 +6,15 @@
 - mutable through reconcilers: ``description``, ``tags``, ``tracing`` (``metadata``) and
   ``maxConnections``, ``maxQueues`` (``limits``, one optional sub-resource each); immutable:
   ``name``. Each change back is reported as a drift (old → new).
+
+It talks to RabbitMQ's management API with ``requests`` (a session from
+``orchard_sdk.requests_transport.session()``, over wasi:http inside the component): see ``Client``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from orchard_sdk import (
     Actuator as Base,
@@ -22,31 +25,108 @@ from orchard_sdk import (
     Status,
     ensure,
     export,
+    http,
     report,
 )
 from orchard_sdk.codec import camel
-from rabbitmq_client import Client
+from orchard_sdk.schema import immutable, schema_of
+from orchard_sdk.http import quote
+# At module level, so that requests is in the component (it holds what the build imports).
+from orchard_sdk.requests_transport import session
+
+
+class Client:
+    """The vhost endpoints of RabbitMQ's management API (``/api``), with ``requests``.
+
+    Credentials come from the object's credentials Secret: ``url`` (e.g.
+    ``http://127.0.0.1:15672``, without ``/api``), ``username`` and ``password`` of a user with
+    the ``administrator`` tag. Answers other than 2xx (and 404 where it means "not there")
+    become the SDK's failures through ``http.check``.
+    """
+
+    def __init__(self, url: str, username: str, password: str) -> None:
+        self.base = url.rstrip("/") + "/api"
+        self.session = session()
+        self.session.auth = (username, password)
+
+    @staticmethod
+    def for_object(obj: Object) -> "Client":
+        """The node named by the object's credentials."""
+        return Client(obj.credential("url"), obj.credential("username"), obj.credential("password"))
+
+    def get(self, path: str, what: str) -> Optional[Any]:
+        """The JSON at ``path``; ``None`` on 404."""
+        r = self.session.get(self.base + path)
+        if r.status_code == 404:
+            return None
+        return http.check(r, what).json()
+
+    def send(self, method: str, path: str, what: str, body: Any = None) -> None:
+        """A write that must succeed (2xx). (requests' ``Accept: */*`` is fine; an
+        ``Accept: application/json`` makes the vhost-limits endpoints answer 406.)"""
+        http.check(self.session.request(method, self.base + path, json=body), what)
+
+    def remove(self, path: str, what: str) -> None:
+        """A DELETE that is done when the object is already gone (404)."""
+        r = self.session.delete(self.base + path)
+        if r.status_code != 404:
+            http.check(r, what)
+
+    def vhost(self, name: str) -> Optional[Dict[str, Any]]:
+        return self.get(f"/vhosts/{quote(name)}", f"get vhost {name}")
+
+    def vhosts(self) -> List[Dict[str, Any]]:
+        return self.get("/vhosts", "list vhosts") or []
+
+    def put_vhost(self, name: str, description: str, tags: List[str], tracing: bool) -> None:
+        body = {"description": description, "tags": ",".join(tags), "tracing": tracing}
+        self.send("PUT", f"/vhosts/{quote(name)}", f"put vhost {name}", body)
+
+    def delete_vhost(self, name: str) -> None:
+        self.remove(f"/vhosts/{quote(name)}", f"delete vhost {name}")
+
+    def vhost_limits(self, name: str) -> Dict[str, int]:
+        """``{"max-queues": 10, ...}``; empty when none is set."""
+        found = self.get(f"/vhost-limits/{quote(name)}", f"get limits of vhost {name}") or []
+        return dict(found[0].get("value", {})) if found else {}
+
+    def set_vhost_limit(self, name: str, limit: str, value: int) -> None:
+        self.send(
+            "PUT", f"/vhost-limits/{quote(name)}/{limit}", f"set {limit} of vhost {name}",
+            {"value": value},
+        )
+
+    def delete_vhost_limit(self, name: str, limit: str) -> None:
+        self.remove(f"/vhost-limits/{quote(name)}/{limit}", f"delete {limit} of vhost {name}")
+
+
+def schema(**constraints) -> dict:
+    """A field's metadata: constraints for its schema (``orchard_sdk.schema``)."""
+    return {"schema": constraints}
 
 
 @dataclass
 class VhostSpec:
-    """``spec.resource``."""
+    """``spec.resource``; its schema is derived from it (``describe``)."""
 
-    name: str
-    description: str = ""
-    tags: List[str] = field(default_factory=list)
+    name: str = field(metadata=schema(minLength=1, maxLength=255, **immutable("name")))
+    description: str = field(default="", metadata=schema(maxLength=1024))
+    tags: List[str] = field(default_factory=list, metadata=schema(
+        maxItems=32, items={"maxLength": 64, "pattern": "^[^,]+$"}))
     tracing: bool = False
-    max_connections: Optional[int] = None
-    max_queues: Optional[int] = None
+    max_connections: Optional[int] = field(default=None, metadata=schema(minimum=0))
+    max_queues: Optional[int] = field(default=None, metadata=schema(minimum=0))
 
 
 @dataclass
 class VhostFilter:
-    """``spec.import.filter``."""
+    """``spec.import.filter``: at least one field."""
 
-    name: Optional[str] = None
-    description: Optional[str] = None
-    tag: Optional[str] = None
+    __orchard_schema__ = {"minProperties": 1}
+
+    name: Optional[str] = field(default=None, metadata=schema(maxLength=255))
+    description: Optional[str] = field(default=None, metadata=schema(maxLength=1024))
+    tag: Optional[str] = field(default=None, metadata=schema(maxLength=64))
 
 
 @dataclass
@@ -131,29 +211,10 @@ class Vhost(Base):
             version="v1alpha1",
             kind="RabbitVhost",
             plural="rabbitvhosts",
-            resource_schema={
-                "type": "object",
-                "required": ["name"],
-                "properties": {
-                    "name": {"type": "string", "minLength": 1, "maxLength": 255,
-                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
-                    "description": {"type": "string", "maxLength": 1024},
-                    "tags": {"type": "array", "maxItems": 32,
-                             "items": {"type": "string", "maxLength": 64, "pattern": "^[^,]+$"}},
-                    "tracing": {"type": "boolean"},
-                    "maxConnections": {"type": "integer", "minimum": 0},
-                    "maxQueues": {"type": "integer", "minimum": 0},
-                },
-            },
-            filter_schema={
-                "type": "object",
-                "minProperties": 1,
-                "properties": {
-                    "name": {"type": "string", "maxLength": 255},
-                    "description": {"type": "string", "maxLength": 1024},
-                    "tag": {"type": "string", "maxLength": 64},
-                },
-            },
+            # Derived from the dataclasses the SDK decodes (sdk/python/tests/test_schema.py holds
+            # them to the schemas this plugin used to write by hand).
+            resource_schema=schema_of(VhostSpec),
+            filter_schema=schema_of(VhostFilter),
             observed_schema={
                 "type": "object",
                 "properties": {

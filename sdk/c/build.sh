@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds a C plugin folder (every *.c in it) into an Orchard component:
 #   sdk/c/build.sh <plugin-dir> <out.wasm>
-# The C bindings of wit/ are generated at build time by the pinned wit-bindgen into a cache
-# folder keyed by the WIT's digest; the SDK (sdk/c/*.c) is compiled with the plugin.
+# The C bindings of wit/ (world versioned-actuator-plugin: the actuator and the optional
+# conversion export, which answers "one version" unless the plugin lists versions) are generated
+# at build time by the pinned wit-bindgen into a cache folder keyed by the WIT's digest; the SDK
+# (sdk/c/*.c) is compiled with the plugin.
 #
 # Tools: Debian's clang-19, lld-19, libclang-rt-19-dev-wasm32 and wasi-libc (preview 1; the
 # reactor adapter turns the module into a wasi preview 2 component), wasm-tools, wit-bindgen
@@ -23,28 +25,30 @@ sources=("$plugin"/*.c)
 [ ${#sources[@]} -gt 0 ] || die "no .c files in $plugin"
 
 wit=$SDK/../../wit
-digest=$( (echo "$WIT_BINDGEN_VERSION"; find "$wit" -name '*.wit' | sort | xargs cat) | sha256sum | cut -c1-16)
+world=versioned-actuator-plugin
+bindings=${world//-/_} # versioned_actuator_plugin.c, .h, _component_type.o
+digest=$( (echo "$WIT_BINDGEN_VERSION $world"; find "$wit" -name '*.wit' | sort | xargs cat) | sha256sum | cut -c1-16)
 gen=$GUEST_TOOLS/c-bindings/$digest
-if [ ! -f "$gen/actuator_plugin.c" ]; then
-  mkdir -p "$gen.tmp"
-  "$WIT_BINDGEN" c --world actuator-plugin --out-dir "$gen.tmp" "$wit" >/dev/null
-  rm -rf "$gen" && mv "$gen.tmp" "$gen"
+if [ ! -f "$gen/$bindings.c" ]; then
+  rm -rf "$gen.tmp.$$" && mkdir -p "$gen.tmp.$$"
+  "$WIT_BINDGEN" c --world "$world" --out-dir "$gen.tmp.$$" "$wit" >/dev/null
+  rm -rf "$gen" && mv "$gen.tmp.$$" "$gen"
 fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 objs=()
-for src in "$gen/actuator_plugin.c" "$SDK"/*.c "${sources[@]}"; do
+for src in "$gen/$bindings.c" "$SDK"/*.c "${sources[@]}"; do
   obj=$work/$(basename "$(dirname "$src")")-$(basename "$src" .c).o
   # The generated code is not ours to warn about.
   flags=$CFLAGS
-  [ "$src" = "$gen/actuator_plugin.c" ] && flags="-Os -w"
+  [ "$src" = "$gen/$bindings.c" ] && flags="-Os -w"
   # shellcheck disable=SC2086
   "$CC" --target=wasm32-wasi $flags -I"$SDK" -I"$gen" -c "$src" -o "$obj"
   objs+=("$obj")
 done
 # -mexec-model=reactor: no main; the host calls the exports.
-"$CC" --target=wasm32-wasi -mexec-model=reactor -Wl,--strip-all -o "$work/core.wasm" "${objs[@]}" "$gen/actuator_plugin_component_type.o"
+"$CC" --target=wasm32-wasi -mexec-model=reactor -Wl,--strip-all -o "$work/core.wasm" "${objs[@]}" "$gen/${bindings}_component_type.o"
 mkdir -p "$(dirname "$out")"
 "$WASM_TOOLS" component new "$work/core.wasm" --adapt "wasi_snapshot_preview1=$WASI_ADAPTER" -o "$out.tmp"
 "$WASM_TOOLS" validate "$out.tmp"

@@ -6,7 +6,8 @@
 // OWNERSHIP RULES (the whole SDK follows them):
 //   1. Everything the SDK passes INTO a plugin function (objects, resources, filters, their
 //      strings and JSON values) is BORROWED: valid until the function returns; never free it,
-//      never keep a pointer to it. Clone what you return (orc_strdup, orc_json_clone).
+//      never keep a pointer to it. Clone what you return (orc_strdup, orc_json_clone). The one
+//      exception: the orc_convertible that convert changes in place (see below).
 //   2. Everything a plugin function RETURNS or stores in an out-parameter (orc_failure *,
 //      orc_status, orc_resource_out, orc_json *, names) is OWNED BY THE SDK afterwards: build it
 //      from heap memory (the constructors below do), and do not touch it again.
@@ -85,6 +86,9 @@ orc_json *orc_json_object(void);
 orc_json *orc_json_push(orc_json *array, orc_json *item);
 // Sets member `key` (copied) to `value` (taken), replacing an existing one; returns the object.
 orc_json *orc_json_set(orc_json *object, const char *key, orc_json *value);
+// Removes member `key` from an object and returns it (owned); NULL when absent or not an object.
+// Renaming a field: orc_json_set(o, "new", orc_json_take(o, "old")) (when it is there).
+orc_json *orc_json_take(orc_json *object, const char *key);
 
 // Member `key` of an object (borrowed); NULL when absent or not an object.
 const orc_json *orc_json_get(const orc_json *object, const char *key);
@@ -272,6 +276,48 @@ typedef struct {
   bool needs_credentials;
 } orc_description;
 
+// -- several API versions (orchard:actuator/conversion, WIT 0.1.2; optional) -------------------
+//
+// A kind whose shape changes (a field renamed, a string that becomes a list) keeps its old API
+// versions: the plugin lists them all in a static table and converts one object between any two
+// of them. The host lists every version in the CRD, serves the apiserver's conversion webhook and
+// calls convert for every object read or written at another version than the stored one
+// (docs/schema-evolution.md). A plugin that lists no versions serves one, its description's:
+// versions() answers [] and convert refuses, exactly as before 0.1.2.
+
+// One API version of the kind. Schemas are JSON text; static strings are fine (the SDK copies).
+typedef struct {
+  const char *name;            // a Kubernetes version name: "v1", "v1beta1", "v2alpha3"...
+  const char *resource_schema; // OpenAPI v3 schema of spec.resource at this version
+  const char *filter_schema;   // of spec.import.filter; NULL: no import by filter at this version
+  const char *observed_schema; // of status.resource
+  bool storage;                // the version objects are stored at; exactly one says true
+} orc_api_version;
+
+// The parts of one object that change shape between versions. Inside convert, everything in it is
+// the plugin's to change IN PLACE (an exception to rule 1): the SDK owns it before and after, and
+// sends what it holds when convert returns NULL. Replace a document with orc_json_free + a new
+// value (or NULL: absent), edit inside one with orc_json_set / orc_json_take, and the annotations
+// only with orc_annotation_set / orc_annotation_take.
+typedef struct {
+  orc_json *resource; // spec.resource; NULL when the object has none
+  orc_json *filter;   // spec.import.filter; NULL when the object has none
+  orc_json *observed; // status.resource; NULL when the object has none
+  // Every annotation of the object, in order (keys and values are heap strings the SDK owns).
+  size_t n_annotations;
+  orc_label *annotations;
+} orc_convertible;
+
+// Annotation `key` (borrowed), NULL when absent.
+const char *orc_annotation(const orc_convertible *obj, const char *key);
+// Sets annotation `key` to `value` (both copied), replacing an existing one; value NULL removes it.
+void orc_annotation_set(orc_convertible *obj, const char *key, const char *value);
+// Removes annotation `key` and returns its value (owned); NULL when absent.
+char *orc_annotation_take(orc_convertible *obj, const char *key);
+// Frees the documents and annotations of obj (not obj itself) and zeroes it: for tests, which
+// build one with designated initializers ({.resource = orc_json_parse(...)}) and orc_annotation_set.
+void orc_convertible_free(orc_convertible *obj);
+
 // -- the actuator -----------------------------------------------------------------------------
 
 // Every function MUST be idempotent (wit/actuator.wit has the contract). Functions left NULL
@@ -291,7 +337,51 @@ typedef struct {
   orc_status (*run_reconciler)(const char *name, const orc_object *obj, const orc_resource *res);
   orc_availability (*available)(const orc_object *obj, const orc_resource *res, orc_status *status);
   orc_json *(*observed)(const orc_resource *res);
+
+  // Several API versions (optional, see above): the table, oldest first, at most 16; set both
+  // with ORC_VERSIONS(...). Left empty: the kind has one version, the description's.
+  //   - The table MUST list the description's version, with the description's schemas (the
+  //     same strings: that is the version the host watches and every other function sees), and
+  //     exactly one storage version. orc_versions_check tests it natively.
+  //   - A version still stored in etcd MUST stay listed, and its schema may only gain optional
+  //     fields: the host refuses an upgrade that would strand stored objects.
+  size_t n_versions;
+  const orc_api_version *versions;
+  // Converts obj, in place, from version `from` to version `to`: two different names of the
+  // table (the SDK answers from == to itself and refuses a name the table does not list).
+  //   - MUST preserve every field: converting to another version and back MUST give the object
+  //     that went in. What `to` cannot hold goes into an annotation under the kind's group
+  //     ("<group>/..."), the only annotations the host writes back; the other ones MUST stay.
+  //   - Each document MUST stay a JSON object (or NULL where the object has none).
+  //   - MUST NOT do I/O: the host denies every request during the call (orc_http_send fails).
+  //   - MUST be pure and deterministic, like describe.
+  //   - A failure fails the apiserver's request for this object only; InvalidConfiguration
+  //     for an object the conversion cannot read (name the field), Unrecoverable otherwise.
+  //     On a failure the SDK drops obj as it is.
+  // Documents that are not JSON never reach it: the SDK answers InvalidConfiguration naming the
+  // field. Numbers are doubles (orc_json): integers above 2^53 do not survive a round trip.
+  orc_failure *(*convert)(orc_convertible *obj, const char *from, const char *to);
 } orc_actuator;
+
+// The version table in one line, inside the initializer of a file-scope orc_actuator (as
+// ORCHARD_EXPORT wants it) or of a local, non-static one (tests):
+//   .convert = convert,
+//   ORC_VERSIONS({.name = "v1alpha1", .resource_schema = V1ALPHA1, .observed_schema = OBSERVED},
+//                {.name = "v1beta1", .resource_schema = V1BETA1, .observed_schema = OBSERVED, .storage = true}),
+#define ORC_VERSIONS(...)                                                                          \
+  .n_versions = sizeof((orc_api_version[]){__VA_ARGS__}) / sizeof(orc_api_version),               \
+  .versions = (const orc_api_version[]){__VA_ARGS__}
+
+// What the component's convert export does once the documents are parsed, natively callable
+// (test a conversion and its round trip through it): from == to leaves obj as it is; a plugin
+// without versions, a name its table does not list, or a table without convert is Unrecoverable;
+// otherwise a->convert(obj, from, to). obj stays the caller's (orc_convertible_free).
+orc_failure *orc_convert(const orc_actuator *a, orc_convertible *obj, const char *from, const char *to);
+// Checks a's version table as the host does when it loads the plugin: at most 16 versions,
+// names DNS-1123 labels listed once, exactly one storage version, schemas JSON objects, the
+// description's version listed with the description's schemas, and convert set. NULL when it
+// holds (or there is no table), else an Unrecoverable failure saying what is wrong.
+orc_failure *orc_versions_check(const orc_actuator *a);
 
 // The actuator the component exports: ORCHARD_EXPORT(my_actuator) at file scope.
 extern const orc_actuator *const orchard_exported_actuator;
@@ -398,6 +488,12 @@ typedef struct {
 orc_reports orc_reports_take(void);
 void orc_reports_free(orc_reports *r);
 #endif
+
+// The convertible the convert export receives: docs[] is spec.resource, spec.import.filter and
+// status.resource as JSON text (NULL: absent), annotations copied. A document that is not JSON
+// is an InvalidConfiguration failure naming the field and version `from` (out is then freed).
+orc_failure *orc__convertible_parse(orc_convertible *out, const char *const docs[3], const size_t lens[3],
+                                    const orc_label *annotations, size_t n_annotations, const char *from);
 
 // The transport of the reports (orchard_wasi.c in a component, the collector natively).
 void orc__send_detail(const char *key, const uint8_t *value, size_t len);

@@ -105,6 +105,20 @@ orc_json *orc_json_set(orc_json *object, const char *key, orc_json *value) {
   return object;
 }
 
+orc_json *orc_json_take(orc_json *object, const char *key) {
+  if (!object || object->type != ORC_JSON_OBJECT) return NULL;
+  for (size_t i = 0; i < object->len; i++) {
+    if (strcmp(object->keys[i], key) != 0) continue;
+    orc_json *value = object->items[i];
+    free(object->keys[i]);
+    memmove(object->keys + i, object->keys + i + 1, (object->len - i - 1) * sizeof *object->keys);
+    memmove(object->items + i, object->items + i + 1, (object->len - i - 1) * sizeof *object->items);
+    object->len--;
+    return value;
+  }
+  return NULL;
+}
+
 void orc_json_free(orc_json *v) {
   if (!v) return;
   if (v->type == ORC_JSON_STRING) free(v->string);

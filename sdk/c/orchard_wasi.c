@@ -2,6 +2,9 @@
 // orc_actuator), blocking HTTP over wasi:http, logging and reports. Compiled against the bindings that
 // sdk/c/build.sh generates with the pinned wit-bindgen (actuator_plugin.h).
 //
+// The component is always built for the world versioned-actuator-plugin: a plugin that lists no
+// versions exports `conversion` too, answering versions() = [] (one version, as before 0.1.2).
+//
 // Ownership at the boundary (wit-bindgen's C conventions): the arguments of an export belong
 // to it (freed here after the plugin returns); everything an export returns must be heap
 // memory, which the generated post-return functions free; arguments passed to an import stay
@@ -10,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actuator_plugin.h"
+#include "versioned_actuator_plugin.h"
 #include "orchard.h"
 
-typedef actuator_plugin_string_t wstr;
+typedef versioned_actuator_plugin_string_t wstr;
 typedef orchard_actuator_types_managed_object_t wobject;
 typedef orchard_actuator_types_external_resource_t wresource;
 typedef orchard_actuator_types_status_t wstatus;
@@ -51,7 +54,7 @@ void orc_log(orc_log_level level, const char *fmt, ...) {
 
 void orc__send_detail(const char *key, const uint8_t *value, size_t len) {
   wstr k = {(uint8_t *)key, strlen(key)};
-  actuator_plugin_list_u8_t v = {(uint8_t *)value, len};
+  versioned_actuator_plugin_list_u8_t v = {(uint8_t *)value, len};
   orchard_actuator_report_connection_detail(&k, &v);
 }
 
@@ -85,7 +88,7 @@ static const char *keep(object_in *in, char *s) {
   return s;
 }
 
-static orc_label *labels_in(object_in *in, const actuator_plugin_list_tuple2_string_string_t *l) {
+static orc_label *labels_in(object_in *in, const versioned_actuator_plugin_list_tuple2_string_string_t *l) {
   orc_label *out = calloc(l->len + 1, sizeof *out);
   if (!out) abort();
   for (size_t i = 0; i < l->len; i++)
@@ -132,7 +135,7 @@ static void object_open(object_in *in, wobject *w) {
   in->creds = calloc(w->credentials.len + 1, sizeof *in->creds);
   if (!in->creds) abort();
   for (size_t i = 0; i < w->credentials.len; i++) {
-    actuator_plugin_tuple2_string_list_u8_t *c = &w->credentials.ptr[i];
+    versioned_actuator_plugin_tuple2_string_list_u8_t *c = &w->credentials.ptr[i];
     uint8_t *value = malloc(c->f1.len + 1);
     if (!value) abort();
     memcpy(value, c->f1.ptr, c->f1.len);
@@ -302,7 +305,7 @@ bool exports_orchard_actuator_actuator_get_by_id(wobject *obj, wstr *id, exports
   object_in in;
   object_open(&in, obj);
   char *key = cstr(id);
-  actuator_plugin_string_free(id);
+  versioned_actuator_plugin_string_free(id);
   orc_resource_out *found = NULL;
   orc_failure *f = in.failure;
   in.failure = NULL;
@@ -355,7 +358,7 @@ bool exports_orchard_actuator_actuator_list_for_import(wobject *obj, wstr *filte
   object_open(&in, obj);
   char *error = NULL;
   orc_json *parsed = orc_json_parse((const char *)filter->ptr, filter->len, &error);
-  actuator_plugin_string_free(filter);
+  versioned_actuator_plugin_string_free(filter);
   orc_resources list = {0};
   orc_failure *f = in.failure;
   in.failure = NULL;
@@ -431,7 +434,7 @@ static orc_status run_named(const orc_object *o, const orc_resource *r, void *ct
 
 void exports_orchard_actuator_actuator_run_reconciler(wstr *name, wobject *obj, wresource *res, wstatus *ret) {
   char *n = cstr(name);
-  actuator_plugin_string_free(name);
+  versioned_actuator_plugin_string_free(name);
   *ret = status_out(step(obj, res, run_named, n));
   free(n);
 }
@@ -447,7 +450,7 @@ static orc_status run_reconcilers(const orc_object *o, const orc_resource *r, vo
   return f ? orc_failed(f) : orc_done();
 }
 
-bool exports_orchard_actuator_actuator_reconcilers(wobject *obj, wresource *res, actuator_plugin_list_string_t *ret, wfailure *err) {
+bool exports_orchard_actuator_actuator_reconcilers(wobject *obj, wresource *res, versioned_actuator_plugin_list_string_t *ret, wfailure *err) {
   outputs out = {0};
   orc_status s = step(obj, res, run_reconcilers, &out);
   if (s.failure) {
@@ -491,6 +494,99 @@ void exports_orchard_actuator_actuator_observed(wresource *res, wstr *ret) {
   *ret = wtake(out ? orc_json_dump(out) : orc_strdup("null"));
   orc_json_free(out);
   resource_close(&r);
+}
+
+// -- several API versions (orchard:actuator/conversion) --------------------------------------
+
+typedef exports_orchard_actuator_conversion_convertible_t wconvertible;
+typedef exports_orchard_actuator_conversion_option_json_t wdoc;
+
+// The plugin's table, copied (the generated post-return frees what an export returns).
+void exports_orchard_actuator_conversion_versions(exports_orchard_actuator_conversion_list_api_version_t *ret) {
+  const orc_actuator *a = actuator();
+  memset(ret, 0, sizeof *ret);
+  if (!a->n_versions || !a->versions) return; // one version: the description's
+  ret->ptr = calloc(a->n_versions, sizeof *ret->ptr);
+  if (!ret->ptr) abort();
+  ret->len = a->n_versions;
+  for (size_t i = 0; i < a->n_versions; i++) {
+    const orc_api_version *v = &a->versions[i];
+    exports_orchard_actuator_conversion_api_version_t *w = &ret->ptr[i];
+    w->name = wdup(v->name);
+    w->resource_schema = wdup(v->resource_schema);
+    w->observed_schema = wdup(v->observed_schema);
+    if (v->filter_schema) {
+      w->filter_schema.is_some = true;
+      w->filter_schema.val = wdup(v->filter_schema);
+    }
+    w->storage = v->storage;
+  }
+}
+
+static wdoc doc_out(orc_json *v) {
+  wdoc out = {0};
+  if (v) {
+    out.is_some = true;
+    out.val = wtake(orc_json_dump(v));
+  }
+  return out;
+}
+
+bool exports_orchard_actuator_conversion_convert(wconvertible *obj, wstr *from, wstr *to, wconvertible *ret, wfailure *err) {
+  char *f_name = cstr(from), *t_name = cstr(to);
+  versioned_actuator_plugin_string_free(from);
+  versioned_actuator_plugin_string_free(to);
+  // Borrowed views of the arguments, copied by the parse; the arguments are freed before the
+  // plugin runs.
+  wdoc *docs[3] = {&obj->resource, &obj->filter, &obj->observed};
+  const char *texts[3] = {0};
+  size_t lens[3] = {0};
+  for (size_t i = 0; i < 3; i++) {
+    if (!docs[i]->is_some) continue;
+    texts[i] = docs[i]->val.ptr ? (const char *)docs[i]->val.ptr : "";
+    lens[i] = docs[i]->val.len;
+  }
+  size_t n = obj->annotations.len;
+  orc_label *annotations = calloc(n + 1, sizeof *annotations);
+  if (!annotations) abort();
+  for (size_t i = 0; i < n; i++)
+    annotations[i] = (orc_label){cstr(&obj->annotations.ptr[i].f0), cstr(&obj->annotations.ptr[i].f1)};
+  orc_convertible c;
+  orc_failure *f = orc__convertible_parse(&c, texts, lens, NULL, 0, f_name);
+  exports_orchard_actuator_conversion_convertible_free(obj);
+  if (!f) {
+    c.annotations = annotations; // the copies, handed over
+    c.n_annotations = n;
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      free((char *)annotations[i].key);
+      free((char *)annotations[i].value);
+    }
+    free(annotations);
+  }
+  if (!f) f = orc_convert(actuator(), &c, f_name, t_name);
+  free(f_name);
+  free(t_name);
+  if (f) {
+    orc_convertible_free(&c);
+    *err = failure_out(f);
+    return false;
+  }
+  memset(ret, 0, sizeof *ret);
+  ret->resource = doc_out(c.resource);
+  ret->filter = doc_out(c.filter);
+  ret->observed = doc_out(c.observed);
+  if (c.n_annotations) {
+    ret->annotations.ptr = calloc(c.n_annotations, sizeof *ret->annotations.ptr);
+    if (!ret->annotations.ptr) abort();
+    ret->annotations.len = c.n_annotations;
+  }
+  for (size_t i = 0; i < c.n_annotations; i++) {
+    ret->annotations.ptr[i].f0 = wdup(c.annotations[i].key);
+    ret->annotations.ptr[i].f1 = wdup(c.annotations[i].value);
+  }
+  orc_convertible_free(&c);
+  return true;
 }
 
 // -- HTTP over wasi:http ------------------------------------------------------------------------
@@ -578,7 +674,7 @@ orc_failure *orc_http_send(const orc_request *req, orc_response *out) {
     }
     for (size_t i = 0; i < req->body_len; i += ORC_WRITE_CHUNK) {
       size_t len = req->body_len - i < ORC_WRITE_CHUNK ? req->body_len - i : ORC_WRITE_CHUNK;
-      actuator_plugin_list_u8_t chunk = {(uint8_t *)req->body + i, len};
+      versioned_actuator_plugin_list_u8_t chunk = {(uint8_t *)req->body + i, len};
       wasi_io_streams_stream_error_t serr;
       if (!wasi_io_streams_method_output_stream_blocking_write_and_flush(wasi_io_streams_borrow_output_stream(stream), &chunk, &serr)) {
         wasi_io_streams_output_stream_drop_own(stream);
@@ -623,7 +719,7 @@ orc_failure *orc_http_send(const orc_request *req, orc_response *out) {
   orc_str_builder b = {0};
   orc_failure *f = NULL;
   for (;;) {
-    actuator_plugin_list_u8_t chunk;
+    versioned_actuator_plugin_list_u8_t chunk;
     wasi_io_streams_stream_error_t serr;
     if (!wasi_io_streams_method_input_stream_blocking_read(wasi_io_streams_borrow_input_stream(in), ORC_READ_CHUNK, &chunk, &serr)) {
       if (serr.tag != WASI_IO_STREAMS_STREAM_ERROR_CLOSED) {
@@ -633,12 +729,12 @@ orc_failure *orc_http_send(const orc_request *req, orc_response *out) {
       break;
     }
     if (b.len + chunk.len > ORC_MAX_RESPONSE_BODY) {
-      actuator_plugin_list_u8_free(&chunk);
+      versioned_actuator_plugin_list_u8_free(&chunk);
       f = orc_transient("%s %s: response body larger than %u bytes", req->method, url, ORC_MAX_RESPONSE_BODY);
       break;
     }
     orc_sb_append(&b, (const char *)chunk.ptr, chunk.len);
-    actuator_plugin_list_u8_free(&chunk);
+    versioned_actuator_plugin_list_u8_free(&chunk);
   }
   wasi_io_streams_input_stream_drop_own(in);
   wasi_http_types_future_trailers_drop_own(wasi_http_types_static_incoming_body_finish(incoming));

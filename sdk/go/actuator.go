@@ -21,7 +21,8 @@ import (
 // between calls. obj.Context() is the call's context (its deadline: CallTimeout).
 //
 // Embed Base[S, F, T] for the defaults of the optional methods (ListForAdoption,
-// ListForImport, Reconcilers, RunReconciler, Available, Observed).
+// ListForImport, Reconcilers, RunReconciler, Available, Observed). A kind with several API
+// versions implements Versioned too (versions.go).
 //
 // Errors: return a *Failure (Transient, InvalidConfiguration, Unrecoverable), possibly
 // wrapped; any other error becomes a Transient failure naming it, and a panic becomes a
@@ -106,6 +107,13 @@ type Raw interface {
 	RunReconciler(name string, obj *RawObject, res *RawResource) Status
 	Available(obj *RawObject, res *RawResource) (Availability, Status)
 	Observed(res *RawResource) string
+	// Versions is the kind's API versions when the actuator implements Versioned; none (one
+	// version) otherwise.
+	Versions() ([]RawAPIVersion, error)
+	// Convert is Versioned.Convert with the documents checked: one that is not JSON is an
+	// InvalidConfiguration failure naming it; an actuator without Versioned refuses
+	// (Unrecoverable: it serves one version).
+	Convert(obj Convertible, from, to string) (Convertible, *Failure)
 }
 
 // RawDescription is a Description with its schemas as JSON text.
@@ -383,6 +391,12 @@ func (r raw[S, F, T]) Observed(rr *RawResource) (out string) {
 		return "null"
 	}
 	return out
+}
+
+func (r raw[S, F, T]) Versions() ([]RawAPIVersion, error) { return rawVersions(r.a) }
+
+func (r raw[S, F, T]) Convert(obj Convertible, from, to string) (Convertible, *Failure) {
+	return rawConvert(r.a, obj, from, to)
 }
 
 var _ = fmt.Sprintf

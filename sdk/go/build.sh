@@ -42,7 +42,8 @@ check_modules "$plugin"
 # -checklinkname=0: the wit runtime links to runtime.sbrk.
 (cd "$plugin" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
   -ldflags="-s -w -checklinkname=0" -o "$work/core.wasm" .)
-"$WASM_TOOLS" component embed --world actuator-plugin "$SDK/../../wit" "$work/core.wasm" -o "$work/embed.wasm"
+# The world versioned-actuator-plugin: every Go component exports conversion (WIT 0.1.2).
+"$WASM_TOOLS" component embed --world versioned-actuator-plugin "$SDK/../../wit" "$work/core.wasm" -o "$work/embed.wasm"
 mkdir -p "$(dirname "$out")"
 "$WASM_TOOLS" component new "$work/embed.wasm" --adapt "wasi_snapshot_preview1=$WASI_ADAPTER" -o "$out.tmp"
 "$WASM_TOOLS" validate "$out.tmp"

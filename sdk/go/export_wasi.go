@@ -4,10 +4,13 @@ package orchard
 
 import (
 	"encoding/json"
+	"sort"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	exp "orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_actuator"
+	expc "orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_conversion"
 	_ "orchard.dev/sdk/internal/wit/exports/wit_exports" // the //go:wasmexport functions
+	wc "orchard.dev/sdk/internal/wit/imports/orchard_actuator_conversion"
 	wt "orchard.dev/sdk/internal/wit/imports/orchard_actuator_types"
 )
 
@@ -15,8 +18,12 @@ import (
 // of package main:
 //
 //	func init() { orchard.Export[Spec, Filter, State](MyActuator{}) }
+//
+// The component exports the interface conversion too: the actuator's versions when it
+// implements Versioned, else none (the kind has one version).
 func Export[S, F, T any](a Actuator[S, F, T]) {
-	exp.Impl = exporter{NewRaw[S, F, T](a)}
+	e := exporter{NewRaw[S, F, T](a)}
+	exp.Impl, expc.Impl = e, e
 }
 
 // exporter converts between the generated bindings and Raw.
@@ -204,3 +211,61 @@ func (e exporter) Available(o wt.ManagedObject, r wt.ExternalResource) (wt.Avail
 }
 
 func (e exporter) Observed(r wt.ExternalResource) string { return e.r.Observed(rawResource(r)) }
+
+func (e exporter) Versions() []wc.ApiVersion {
+	versions, err := e.r.Versions()
+	if err != nil {
+		// versions has no failure in the contract: a trap is what the host expects then.
+		panic("versions: " + err.Error())
+	}
+	out := make([]wc.ApiVersion, 0, len(versions))
+	for _, v := range versions {
+		one := wc.ApiVersion{
+			Name: v.Name, ResourceSchema: v.ResourceSchema, ObservedSchema: v.ObservedSchema,
+			FilterSchema: witTypes.None[string](), Storage: v.Storage,
+		}
+		if v.FilterSchema != nil {
+			one.FilterSchema = witTypes.Some(*v.FilterSchema)
+		}
+		out = append(out, one)
+	}
+	return out
+}
+
+func document(o witTypes.Option[string]) json.RawMessage {
+	if o.IsNone() {
+		return nil
+	}
+	text := o.Some()
+	return append(json.RawMessage{}, text...)
+}
+
+func maybe(doc json.RawMessage) witTypes.Option[string] {
+	if doc == nil {
+		return witTypes.None[string]()
+	}
+	return witTypes.Some(string(doc))
+}
+
+func (e exporter) Convert(c wc.Convertible, from, to string) witTypes.Result[wc.Convertible, wt.Failure] {
+	out, f := e.r.Convert(Convertible{
+		Resource: document(c.Resource), Filter: document(c.Filter), Observed: document(c.Observed),
+		Annotations: pairs(c.Annotations),
+	}, from, to)
+	if f != nil {
+		return witTypes.Err[wc.Convertible](failure(f))
+	}
+	keys := make([]string, 0, len(out.Annotations))
+	for k := range out.Annotations {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	annotations := make([]witTypes.Tuple2[string, string], 0, len(keys))
+	for _, k := range keys {
+		annotations = append(annotations, witTypes.Tuple2[string, string]{F0: k, F1: out.Annotations[k]})
+	}
+	return witTypes.Ok[wc.Convertible, wt.Failure](wc.Convertible{
+		Resource: maybe(out.Resource), Filter: maybe(out.Filter), Observed: maybe(out.Observed),
+		Annotations: annotations,
+	})
+}

@@ -3,9 +3,13 @@
 //   node sdk/js/build.mjs <plugin-dir> <out.wasm>      (or sdk/js/build.sh, the same)
 //
 // 1. bundles `<plugin-dir>/app.js` and what it imports (`orchard-sdk` is this SDK) into one
-//    ES module with rolldown; `orchard:*` and `wasi:*` imports stay imports of the component;
-// 2. componentizes the bundle against `wit/` (world orchard:actuator/actuator-plugin) with
-//    componentize-js, the versions pinned in package-lock.json.
+//    ES module with rolldown; `orchard:*` and `wasi:*` imports stay imports of the component.
+//    The bundle's entry exports app.js's `actuator` and, as `conversion`, app.js's own
+//    `conversion` export if it has one, else the one `exportActuator` made (`versions()` = []
+//    for a plugin that declares no versions: one version, as before 0.1.2);
+// 2. componentizes the bundle against `wit/` (world orchard:actuator/versioned-actuator-plugin:
+//    actuator-plugin plus the conversion export) with componentize-js, the versions pinned in
+//    package-lock.json.
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -17,7 +21,7 @@ import { rolldown } from 'rolldown';
 
 const SDK = dirname(fileURLToPath(import.meta.url));
 const WIT = resolve(SDK, '../../wit');
-const WORLD = 'orchard:actuator/actuator-plugin';
+const WORLD = 'orchard:actuator/versioned-actuator-plugin';
 
 const [pluginDir, out] = process.argv.slice(2);
 if (!pluginDir || !out) {
@@ -32,8 +36,17 @@ if (!existsSync(entry)) {
 
 const work = await mkdtemp(join(tmpdir(), 'orchard-js-'));
 try {
+  // The component's exports: `actuator` and `conversion` (see above).
+  const main = join(work, 'main.js');
+  await writeFile(
+    main,
+    `import * as app from ${JSON.stringify(entry)};\n` +
+      `import { conversionOf } from ${JSON.stringify(join(SDK, 'src/actuator.js'))};\n` +
+      `export const actuator = app.actuator;\n` +
+      `export const conversion = conversionOf(app);\n`,
+  );
   const bundle = await rolldown({
-    input: entry,
+    input: main,
     external: [/^orchard:/, /^wasi:/],
     resolve: { alias: { 'orchard-sdk': join(SDK, 'src/index.js') } },
     logLevel: 'warn',

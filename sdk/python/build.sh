@@ -7,6 +7,13 @@
 # docs/writing-a-plugin/python.md). Extra paths are searched for imports too (shared modules).
 # componentize-py comes from $COMPONENTIZE_PY, else PATH (e.g. an activated venv), else the
 # venv $ORCHARD_PYTHON_VENV (default ~/.cache/orchard/python-venv, made by sdk/install-tools.sh).
+#
+# The pure-Python packages pinned in requirements.txt below componentize-py (`requests` and its
+# dependencies, for orchard_sdk.http.session()) are bundled: installed once per set of pins, for
+# any platform, into $ORCHARD_PYTHON_GUEST_CACHE (default ~/.cache/orchard/python-guest/<hash>)
+# with the pip next to componentize-py (PyPI, or the index pip is configured for), then given
+# to componentize-py as the only site-packages — never the build machine's own. A module is in
+# the component only when the plugin imports it.
 set -euo pipefail
 
 SDK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,6 +48,26 @@ if [ "$have" != "$want" ]; then
   exit 1
 fi
 
+# The bundled packages: every `name==version` of requirements.txt but componentize-py.
+pins=$(grep -E '^[A-Za-z0-9_.-]+==' "$SDK/requirements.txt" | grep -v '^componentize-py==' || true)
+guest_cache=${ORCHARD_PYTHON_GUEST_CACHE:-$HOME/.cache/orchard/python-guest}
+site=$guest_cache/$(printf '%s\n' "$pins" | sha256sum | cut -c1-16)
+if [ ! -f "$site/.complete" ]; then
+  py=$(dirname "$cpy")/python
+  [ -x "$py" ] || py=python3
+  mkdir -p "$guest_cache"
+  staging=$(mktemp -d "$guest_cache/.staging.XXXXXX")
+  printf '%s\n' "$pins" > "$staging/requirements.txt"
+  # Pure-Python wheels only (componentize-py cannot bundle native extensions), for the
+  # embedded CPython (3.14 in componentize-py 0.25.1).
+  "$py" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    --platform any --implementation py --python-version 3.14 \
+    --target "$staging/lib/site-packages" -r "$staging/requirements.txt" >&2
+  touch "$staging/.complete"
+  # Another build may have finished first: keep its copy.
+  mv -T "$staging" "$site" 2>/dev/null || rm -rf "$staging"
+fi
+
 paths=(-p "$plugin" -p "$SDK")
 for p in "$@"; do
   paths+=(-p "$(cd "$p" && pwd)")
@@ -49,6 +76,7 @@ mkdir -p "$(dirname "$out")"
 # componentize-py writes its work files next to the output; build in a scratch dir, then move.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$cpy" -d "$ROOT/wit" -w "$WORLD" componentize "${paths[@]}" app -o "$tmp/out.wasm" >&2
+# VIRTUAL_ENV is where componentize-py looks for site-packages (else it takes the machine's).
+VIRTUAL_ENV=$site "$cpy" -d "$ROOT/wit" -w "$WORLD" componentize "${paths[@]}" app -o "$tmp/out.wasm" >&2
 mv "$tmp/out.wasm" "$out"
 echo "built $out ($(du -h "$out" | cut -f1))" >&2

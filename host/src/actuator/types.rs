@@ -381,6 +381,19 @@ impl Drift {
             .as_deref()
             .map(|v| if self.sensitive { MASKED } else { v })
     }
+
+    /// The drift as `status.drift` shows it: the field and its values (JSON text, masked when
+    /// sensitive); an absent value is left out.
+    pub fn shown(&self) -> Value {
+        let mut field = serde_json::json!({"field": self.field});
+        if let Some(v) = self.shown_observed() {
+            field["observed"] = Value::from(v);
+        }
+        if let Some(v) = self.shown_desired() {
+            field["desired"] = Value::from(v);
+        }
+        field
+    }
 }
 
 impl std::fmt::Debug for Drift {
@@ -423,6 +436,22 @@ impl Reports {
     /// Whether nothing was reported.
     pub fn is_empty(&self) -> bool {
         self.connection.is_empty() && self.drift.is_empty() && self.dropped.is_empty()
+    }
+
+    /// What may be shown of these reports (`orchard invoke --show-reports`): every drift as
+    /// `status.drift` shows it, each connection detail by its key with the value masked (a
+    /// connection detail is never shown), and why reports were dropped.
+    pub fn shown(&self) -> Value {
+        let connection: serde_json::Map<String, Value> = self
+            .connection
+            .keys()
+            .map(|k| (k.clone(), Value::from("***")))
+            .collect();
+        serde_json::json!({
+            "drift": self.drift.iter().map(Drift::shown).collect::<Vec<_>>(),
+            "connectionDetails": connection,
+            "dropped": self.dropped,
+        })
     }
 
     /// Takes a connection detail within the bounds, or says why not.
@@ -506,5 +535,47 @@ impl Reports {
         if self.dropped.len() < MAX_DRIFTS {
             self.dropped.push(why);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shown_reports_mask_sensitive_drift_and_every_connection_value() {
+        let mut reports = Reports::default();
+        reports.drift(
+            "account".into(),
+            Some(r#""intruder""#.into()),
+            Some(r#""team-a""#.into()),
+            false,
+        );
+        reports.drift(
+            "password".into(),
+            Some(r#""old-secret""#.into()),
+            None,
+            true,
+        );
+        reports.connection_detail("password".into(), b"s3cret".to_vec());
+        reports.connection_detail("bad key".into(), b"v".to_vec());
+        let shown = reports.shown();
+        assert_eq!(
+            shown,
+            json!({
+                "drift": [
+                    {"field": "account", "observed": "\"intruder\"", "desired": "\"team-a\""},
+                    {"field": "password", "observed": "\"***\""}
+                ],
+                "connectionDetails": {"password": "***"},
+                "dropped": ["connection detail \"bad key\": not a Secret key ([-._a-zA-Z0-9]+, at most 253)"]
+            })
+        );
+        let text = shown.to_string();
+        assert!(
+            !text.contains("s3cret") && !text.contains("old-secret"),
+            "{text}"
+        );
     }
 }

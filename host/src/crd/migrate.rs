@@ -193,16 +193,43 @@ async fn rewrite(
     }
 }
 
-/// Runs [`migrate`] in the background when `d`'s kind has several versions; the outcome is
-/// logged (a failure is tried again at the next start or upgrade).
+/// The waits between tries of a background migration: a CRD just established may not serve
+/// its new storage version for a moment (the apiserver answers 404 until its handler is up),
+/// and an apiserver may be away; after the last, the migration runs again at the next start.
+pub fn retry_delays() -> impl Iterator<Item = std::time::Duration> {
+    (0..8).map(|try_| std::time::Duration::from_secs(1 << try_.min(5)))
+}
+
+/// Runs [`migrate`] in the background when `d`'s kind has several versions, tried again after
+/// each of [`retry_delays`]; the outcome is logged.
 pub fn spawn(client: &kube::Client, d: &Description) {
     if !d.converts() {
         return;
     }
     let (client, d) = (client.clone(), d.clone());
     tokio::spawn(async move {
-        if let Err(e) = migrate(&client, &d).await {
-            tracing::warn!(plugin = %d.name, error = %e, "storage migration stopped; it runs again at the next start");
+        let mut delays = retry_delays();
+        loop {
+            let Err(e) = migrate(&client, &d).await else {
+                return;
+            };
+            let Some(delay) = delays.next() else {
+                tracing::warn!(plugin = %d.name, error = %e, "storage migration stopped; it runs again at the next start");
+                return;
+            };
+            tracing::info!(plugin = %d.name, error = %e, retry_in = ?delay, "storage migration stopped; trying again");
+            tokio::time::sleep(delay).await;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_background_migration_is_tried_again_for_about_two_minutes_at_most() {
+        let delays: Vec<u64> = retry_delays().map(|d| d.as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 32, 32]);
+    }
 }

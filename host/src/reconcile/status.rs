@@ -225,19 +225,7 @@ pub fn body(pass: &Pass, old: &Value, generation: i64, now: Timestamp) -> Option
 
 /// `status.drift`: the fields of the last correction (sensitive values masked).
 fn drift_json(drift: &[Drift], now: Timestamp) -> Value {
-    let fields: Vec<Value> = drift
-        .iter()
-        .map(|d| {
-            let mut field = json!({"field": d.field});
-            if let Some(v) = d.shown_observed() {
-                field["observed"] = json!(v);
-            }
-            if let Some(v) = d.shown_desired() {
-                field["desired"] = json!(v);
-            }
-            field
-        })
-        .collect();
+    let fields: Vec<Value> = drift.iter().map(Drift::shown).collect();
     json!({"time": now.to_string(), "fields": fields})
 }
 

@@ -11,36 +11,77 @@
 use orchard_sdk::report::Diff;
 use orchard_sdk::{Actuator, Availability, Description, Failure, Object, Resource, Status, json};
 use pdns_client::{Client, Zone, canonical};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-/// `spec.resource`.
-#[derive(Debug, Deserialize)]
+/// `spec.resource`. Its schema is the CRD's (`orchard_sdk::schema::of`); the fields' notes are
+/// `//` comments, not doc comments, so that the CRD stays as it was (a doc comment would become
+/// the field's `description`).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ZoneSpec {
-    /// Zone name, e.g. `example.org.`.
+    // Zone name, e.g. `example.org.`; immutable.
+    #[schemars(
+        length(max = 253),
+        regex(pattern = r"^([a-zA-Z0-9-_]+\.)*[a-zA-Z0-9-_]+\.?$"),
+        extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "name is immutable"}])
+    )]
     pub name: String,
-    /// `Native`, `Master` or `Slave`.
+    // `Native`, `Master` or `Slave`.
     #[serde(default = "native")]
+    #[schemars(extend("enum" = KINDS))]
     pub kind: String,
-    /// Nameservers put in the zone at creation.
-    #[serde(default)]
+    // Nameservers put in the zone at creation. (`skip_serializing_if`: no `default: []` in the
+    // schema, which would make the apiserver write one into every object.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 253)))]
     pub nameservers: Vec<String>,
-    /// PowerDNS account the zone belongs to.
-    #[serde(default)]
+    // PowerDNS account the zone belongs to.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 255))]
     pub account: String,
 }
+
+/// The zone kinds PowerDNS knows.
+pub const KINDS: [&str; 3] = ["Native", "Master", "Slave"];
 
 fn native() -> String {
     "Native".to_owned()
 }
 
-/// `spec.import.filter`.
-#[derive(Debug, Deserialize)]
+/// `spec.import.filter`: at least one field.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1))]
 pub struct ZoneFilter {
+    #[schemars(length(max = 253))]
     pub name: Option<String>,
+    #[schemars(extend("enum" = KINDS))]
     pub kind: Option<String>,
+    #[schemars(length(max = 255))]
     pub account: Option<String>,
+}
+
+/// `status.resource`: what `observed` returns (`orchard_sdk::schema::observed`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Observed {
+    pub name: String,
+    pub kind: String,
+    #[schemars(schema_with = "integer")]
+    pub serial: u64,
+    pub account: String,
+    pub dnssec: bool,
+    #[schemars(schema_with = "integer")]
+    pub rrset_count: usize,
+    /// The plugin build that made this observation (shows a rollout's progress).
+    pub plugin_build: String,
+}
+
+/// A counter of `status.resource`: any integer, as the CRD has always said (a Rust unsigned
+/// type would add `minimum: 0`).
+fn integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer"})
 }
 
 /// The actuator.
@@ -76,43 +117,9 @@ impl Actuator for PdnsZone {
             version: "v1alpha1".into(),
             kind: "DnsZone".into(),
             plural: "dnszones".into(),
-            resource_schema: json!({
-                "type": "object",
-                "required": ["name"],
-                "properties": {
-                    "name": {"type": "string", "maxLength": 253, "pattern": "^([a-zA-Z0-9-_]+\\.)*[a-zA-Z0-9-_]+\\.?$",
-                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
-                    "kind": {"type": "string", "enum": ["Native", "Master", "Slave"], "default": "Native"},
-                    "nameservers": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 253}},
-                    "account": {"type": "string", "maxLength": 255}
-                }
-            })
-            .to_string(),
-            filter_schema: Some(
-                json!({
-                    "type": "object",
-                    "minProperties": 1,
-                    "properties": {
-                        "name": {"type": "string", "maxLength": 253},
-                        "kind": {"type": "string", "enum": ["Native", "Master", "Slave"]},
-                        "account": {"type": "string", "maxLength": 255}
-                    }
-                })
-                .to_string(),
-            ),
-            observed_schema: json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "serial": {"type": "integer"},
-                    "account": {"type": "string"},
-                    "dnssec": {"type": "boolean"},
-                    "rrsetCount": {"type": "integer"},
-                    "pluginBuild": {"type": "string", "description": "The plugin build that made this observation (shows a rollout's progress)."}
-                }
-            })
-            .to_string(),
+            resource_schema: orchard_sdk::schema::of::<ZoneSpec>(),
+            filter_schema: Some(orchard_sdk::schema::of::<ZoneFilter>()),
+            observed_schema: orchard_sdk::schema::observed::<Observed>(),
             dependencies: vec![],
             needs_credentials: true,
         }
@@ -249,15 +256,15 @@ impl Actuator for PdnsZone {
 
     fn observed(&self, res: &Resource<Zone>) -> Result<serde_json::Value, Failure> {
         let z = &res.state;
-        Ok(json!({
-            "name": z.name,
-            "kind": z.kind,
-            "serial": z.serial,
-            "account": z.account,
-            "dnssec": z.dnssec,
-            "rrsetCount": z.rrsets.len(),
-            "pluginBuild": plugin_build(),
-        }))
+        Ok(serde_json::to_value(Observed {
+            name: z.name.clone(),
+            kind: z.kind.clone(),
+            serial: z.serial,
+            account: z.account.clone(),
+            dnssec: z.dnssec,
+            rrset_count: z.rrsets.len(),
+            plugin_build: plugin_build(),
+        })?)
     }
 }
 
@@ -331,6 +338,74 @@ mod tests {
             format!("{}{}", request.trim_end(), String::from_utf8(body).unwrap())
         });
         (url, server)
+    }
+
+    /// The CRD does not change with the schemas now derived from the types: they are, byte for
+    /// byte, the hand-written ones of before (`orchard crd` prints the same CRD).
+    #[test]
+    fn the_derived_schemas_are_the_hand_written_ones_byte_for_byte() {
+        let d = PdnsZone.describe();
+        assert_eq!(
+            d.resource_schema,
+            json!({
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "maxLength": 253, "pattern": "^([a-zA-Z0-9-_]+\\.)*[a-zA-Z0-9-_]+\\.?$",
+                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
+                    "kind": {"type": "string", "enum": ["Native", "Master", "Slave"], "default": "Native"},
+                    "nameservers": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 253}},
+                    "account": {"type": "string", "maxLength": 255}
+                }
+            })
+            .to_string()
+        );
+        assert_eq!(
+            d.filter_schema,
+            Some(
+                json!({
+                    "type": "object",
+                    "minProperties": 1,
+                    "properties": {
+                        "name": {"type": "string", "maxLength": 253},
+                        "kind": {"type": "string", "enum": ["Native", "Master", "Slave"]},
+                        "account": {"type": "string", "maxLength": 255}
+                    }
+                })
+                .to_string()
+            )
+        );
+        assert_eq!(
+            d.observed_schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "serial": {"type": "integer"},
+                    "account": {"type": "string"},
+                    "dnssec": {"type": "boolean"},
+                    "rrsetCount": {"type": "integer"},
+                    "pluginBuild": {"type": "string", "description": "The plugin build that made this observation (shows a rollout's progress)."}
+                }
+            })
+            .to_string()
+        );
+        // What observed() returns is what the schema says.
+        let observed = PdnsZone.observed(&zone("Native", "a")).unwrap();
+        let fields: Vec<&String> = observed.as_object().unwrap().keys().collect();
+        assert_eq!(
+            fields,
+            [
+                "account",
+                "dnssec",
+                "kind",
+                "name",
+                "pluginBuild",
+                "rrsetCount",
+                "serial"
+            ]
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 // The actuator base class a plugin extends, and `exportActuator`, which turns it into the
-// object componentize-js exports as `orchard:actuator/actuator`.
+// object componentize-js exports as `orchard:actuator/actuator` (and, as its `conversion`,
+// the `orchard:actuator/conversion` export of world versioned-actuator-plugin: the kind's API
+// versions and the conversion between them, `versions` and `convert` below).
 //
 // The contract of each method is the one written in `wit/actuator.wit`; in short: every
 // method MUST be idempotent; `create` MUST NOT do anything fallible after the primary resource
@@ -85,7 +87,75 @@ export class Actuator {
   observed(res) {
     return res.state;
   }
+
+  /**
+   * Every API version of the kind, oldest first, when it has several (WIT `conversion`,
+   * since 0.1.2; see docs/schema-evolution.md). May also be given as a property (an array) or
+   * a getter.
+   *
+   * - MUST be pure: the same answer every time, no I/O.
+   * - MUST list `describe().version` with exactly the description's schemas: that is the
+   *   version the host watches and every other method sees (the plugin's code works at one
+   *   version; the apiserver converts the others through `convert`).
+   * - Exactly one version MUST say `storage: true`; at most 16 versions.
+   *
+   * Schemas are objects (a TypeBox `Type.Object(...)` is one) or JSON text, as in
+   * `describe`. Default: `[]` — the kind has one version, the description's, exactly as a
+   * plugin built before 0.1.2.
+   * @returns {ApiVersion[]}
+   */
+  versions() {
+    return [];
+  }
+
+  /**
+   * Converts the plugin's documents of one object from version `from` to version `to` (two
+   * names `versions` lists; the SDK refuses any other with an `InvalidConfiguration`). `obj`
+   * holds `resource` (`spec.resource`), `filter` (`spec.import.filter`) and `observed`
+   * (`status.resource`) as parsed JSON (`undefined`: the object has none) and `annotations`
+   * (`{key: value}`). Return the same shape at `to`, e.g. `{ ...obj, resource: changed }`;
+   * `annotations` left out keeps the ones that came in. May be `async`.
+   *
+   * - MUST preserve every field: converting to another version and back MUST give the object
+   *   that went in. What `to` cannot hold goes into an annotation under the kind's group
+   *   (`<group>/…`), the only annotations the host writes back.
+   * - MUST NOT do I/O: the host denies every outbound request during the call (deadline and
+   *   memory cap as every call).
+   * - SHOULD be a pure function of its arguments (the host may convert an object many times).
+   *
+   * A thrown failure (`InvalidConfiguration` for a document it cannot convert) fails the
+   * apiserver's request for that object, naming the plugin, the object and the failure; any
+   * other exception becomes a `Transient` failure as in every call. Default: an
+   * `Unrecoverable` failure (one version: nothing to convert).
+   * @param {Convertible} _obj
+   * @param {string} from
+   * @param {string} to
+   * @returns {Convertible | Promise<Convertible>}
+   */
+  convert(_obj, from, to) {
+    throw new Unrecoverable(`this plugin serves one API version (asked to convert ${from} to ${to})`);
+  }
 }
+
+/**
+ * One API version of the kind (WIT `conversion.api-version`).
+ * @typedef {object} ApiVersion
+ * @property {string} name A Kubernetes version name: `v1`, `v1beta1`, `v2alpha3`…
+ * @property {object | string} resourceSchema OpenAPI v3 schema of `spec.resource` at this version.
+ * @property {object | string} [filterSchema] Of `spec.import.filter`; left out: no import by filter.
+ * @property {object | string} observedSchema Of `status.resource` at this version.
+ * @property {boolean} storage The version objects are stored at (exactly one says true).
+ */
+
+/**
+ * The parts of one object that change shape between versions (WIT `conversion.convertible`),
+ * parsed.
+ * @typedef {object} Convertible
+ * @property {any} [resource] `spec.resource`; `undefined` when the object has none.
+ * @property {any} [filter] `spec.import.filter`; `undefined` when the object has none.
+ * @property {any} [observed] `status.resource`; `undefined` when the object has none.
+ * @property {Record<string, string>} annotations The object's annotations.
+ */
 
 // -- conversions to and from the WIT shapes ------------------------------------------------
 
@@ -134,6 +204,40 @@ function jsonText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+const optionalJsonText = (v) => (v === undefined || v === null ? undefined : jsonText(v));
+
+function witVersion(v) {
+  if (!v || typeof v.name !== 'string' || v.name === '') {
+    throw new TypeError(`an API version needs a non-empty string name, got ${JSON.stringify(v)}`);
+  }
+  for (const field of ['resourceSchema', 'observedSchema']) {
+    if (v[field] === undefined || v[field] === null) throw new TypeError(`API version ${v.name} has no ${field}`);
+  }
+  return {
+    name: v.name,
+    resourceSchema: jsonText(v.resourceSchema),
+    filterSchema: optionalJsonText(v.filterSchema),
+    observedSchema: jsonText(v.observedSchema),
+    storage: v.storage === true,
+  };
+}
+
+/** The actuator's versions: its `versions()` method, or a `versions` array property. */
+async function versionsOf(a) {
+  const v = typeof a.versions === 'function' ? await a.versions() : a.versions;
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw new TypeError(`versions must be an array, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function witAnnotations(annotations) {
+  const entries = annotations instanceof Map ? [...annotations] : Object.entries(annotations);
+  return entries.map(([k, v]) => {
+    if (typeof v !== 'string') throw new TypeError(`annotation ${k} must be a string, got ${JSON.stringify(v)}`);
+    return [String(k), v];
+  });
+}
+
 function report(fn, e) {
   const f = fromException(e);
   if (!(e instanceof Failure)) {
@@ -152,7 +256,11 @@ function report(fn, e) {
  *   export const actuator = exportActuator(UserActuator);
  *
  * Every exception a plugin throws becomes the contract's failure value: nothing escapes to
- * trap the call.
+ * trap the call (but in `versions`, which has no failure to answer). The returned object also
+ * carries, as `actuator.conversion` (not enumerable), the `orchard:actuator/conversion` export
+ * the build adds: `versions()` and `convert(obj, from, to)` in their WIT shapes, over the
+ * actuator's `versions` and `convert` (JSON parsed in, serialised out; a document that is not
+ * JSON is an `InvalidConfiguration` naming the field).
  * @param {new () => Actuator} Impl
  */
 export function exportActuator(Impl) {
@@ -194,7 +302,7 @@ export function exportActuator(Impl) {
     }
   }
 
-  return {
+  const functions = {
     describe() {
       const d = make().describe();
       return {
@@ -204,7 +312,7 @@ export function exportActuator(Impl) {
         kind: d.kind,
         plural: d.plural,
         resourceSchema: jsonText(d.resourceSchema),
-        filterSchema: d.filterSchema === undefined || d.filterSchema === null ? undefined : jsonText(d.filterSchema),
+        filterSchema: optionalJsonText(d.filterSchema),
         observedSchema: jsonText(d.observedSchema),
         dependencies: (d.dependencies || []).map((x) => ({
           name: x.name,
@@ -308,4 +416,80 @@ export function exportActuator(Impl) {
       }
     },
   };
+
+  // The component's `orchard:actuator/conversion` export (world versioned-actuator-plugin,
+  // which the build always targets): `actuator.conversion`, not enumerable, so that the
+  // `actuator` export keeps the functions of its interface alone.
+  const conversion = {
+    // `versions` cannot answer a failure: an exception (a bug) is logged and traps the call,
+    // so that the host refuses the plugin instead of serving fewer versions than it has.
+    async versions() {
+      try {
+        return (await versionsOf(make())).map(witVersion);
+      } catch (e) {
+        try {
+          log.error(`versions: ${e && e.stack ? `${e}\n${e.stack}` : String(e)}`);
+        } catch {
+          // the trap below says enough
+        }
+        throw e;
+      }
+    },
+
+    convert(obj, from, to) {
+      return result('convert', async (a) => {
+        const listed = (await versionsOf(a)).map((v) => v && v.name);
+        for (const v of listed.length > 0 ? [from, to] : []) {
+          if (!listed.includes(v)) {
+            throw new InvalidConfiguration(`version ${JSON.stringify(v)} is not one of the kind's versions (${listed.join(', ')})`);
+          }
+        }
+        const parse = (what, text) => {
+          if (text === undefined || text === null) return undefined;
+          try {
+            return JSON.parse(text);
+          } catch (e) {
+            throw new InvalidConfiguration(`${what} at version ${from} is not JSON: ${e.message}`);
+          }
+        };
+        const input = {
+          resource: parse('spec.resource', obj.resource),
+          filter: parse('spec.import.filter', obj.filter),
+          observed: parse('status.resource', obj.observed),
+          annotations: Object.fromEntries(obj.annotations || []),
+        };
+        const kept = { ...input.annotations };
+        const out = await a.convert(input, from, to);
+        if (out === null || typeof out !== 'object') {
+          throw new TypeError(`convert must return {resource, filter, observed, annotations}, got ${JSON.stringify(out)}`);
+        }
+        const text = (v) => (v === undefined ? undefined : JSON.stringify(v));
+        return {
+          resource: text(out.resource),
+          filter: text(out.filter),
+          observed: text(out.observed),
+          annotations: witAnnotations(out.annotations === undefined || out.annotations === null ? kept : out.annotations),
+        };
+      });
+    },
+  };
+  return Object.defineProperty(functions, 'conversion', { value: conversion, enumerable: false });
+}
+
+/** The object that answers one version, for a module that exports no conversion of its own. */
+const ONE_VERSION = Object.freeze({
+  versions: () => [],
+  convert(_obj, from, to) {
+    throw { tag: 'unrecoverable', val: `this plugin serves one API version (asked to convert ${from} to ${to})` };
+  },
+});
+
+/**
+ * The `conversion` export of a plugin module (what the build exports as
+ * `orchard:actuator/conversion`): the module's own `conversion` export if it has one, else
+ * the one `exportActuator` made for its `actuator`, else one version (`versions()` = `[]`).
+ * @param {{actuator?: object, conversion?: object}} module
+ */
+export function conversionOf(module) {
+  return module.conversion ?? module.actuator?.conversion ?? ONE_VERSION;
 }

@@ -166,3 +166,19 @@ export function testObject(name, {
 export function testResource(id, state) {
   return { id, state: typeof state === 'string' ? state : JSON.stringify(state ?? null) };
 }
+
+/**
+ * A test convertible in the shape the host sends to `conversion.convert` (what
+ * `actuator.conversion.convert` takes): `resource`, `filter`, `observed` as JSON values (or
+ * JSON text; `undefined`: absent), `annotations` as `{key: value}`:
+ *
+ *   actuator.conversion.convert(testConvertible({ resource: { hosts: ['a'] } }), 'v1alpha1', 'v1beta1')
+ */
+export function testConvertible({ resource, filter, observed, annotations = {} } = {}) {
+  return {
+    resource: jsonOrText(resource),
+    filter: jsonOrText(filter),
+    observed: jsonOrText(observed),
+    annotations: Object.entries(annotations),
+  };
+}

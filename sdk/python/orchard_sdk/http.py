@@ -1,5 +1,6 @@
-"""A small blocking HTTP client: over ``wasi:http`` inside a component (``requests`` and sockets
-do not exist there), over ``urllib`` when the plugin runs natively (unit tests).
+"""A small blocking HTTP client: over ``wasi:http`` inside a component (a component has no
+sockets), over ``urllib`` when the plugin runs natively (unit tests). :func:`session` is a
+``requests.Session`` that sends through the same code (``orchard_sdk.requests_transport``).
 
 Inside a component every request goes through the host's allow-list; a denied request raises
 :class:`Denied`, an ``InvalidConfiguration`` (the admin must allow the host; retrying cannot
@@ -10,6 +11,11 @@ help). No response at all raises :class:`TransportError`, a ``Transient``.
     if r.status == 404:
         return None
     data = r.raise_for_status("get vhost").json()
+
+    from orchard_sdk.requests_transport import session   # at module level: bundled
+    s = session()                          # requests, over the same client
+    r = s.get(url, auth=(user, password), timeout=10)
+    data = http.check(r, "get vhost").json()
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote as _quote
 
 from . import _warmup
-from .errors import InvalidConfiguration, Transient
+from .errors import InvalidConfiguration, Transient, Unrecoverable
 
 try:  # inside a component
     from componentize_py_types import Err as _Err
@@ -31,6 +37,8 @@ except ImportError:  # natively
     _handler = None
 
 Headers = Union[Mapping[str, str], Sequence[Tuple[str, str]]]
+#: ``(connect, read)`` in seconds, either ``None``: the host's own timeout then.
+Timeouts = Tuple[Optional[float], Optional[float]]
 
 #: What one ``blocking-write-and-flush`` accepts (wasi:io).
 _WRITE_CHUNK = 4096
@@ -127,14 +135,53 @@ def request(
         pairs.append(("content-type", "application/json"))
     if auth is not None:
         pairs.append(("authorization", basic_auth(*auth)))
+    return send(method, url, pairs, body)
+
+
+def send(
+    method: str,
+    url: str,
+    headers: List[Tuple[str, str]],
+    body: Optional[bytes] = None,
+    timeout: Optional[Timeouts] = None,
+) -> Response:
+    """The one path every request takes (:func:`request` and the ``requests`` adapter): the
+    headers as given, the body as bytes. ``timeout`` is ``(connect, read)`` in seconds; inside
+    a component the host keeps the shorter of each and its own."""
     method = method.upper()
     if _warmup.active:
         raise TransportError(
             f"HTTP transport error: {method} {url}: no requests while the component is built"
         )
     if _handler is not None:
-        return _send_wasi(method, url, pairs, body)
-    return _send_native(method, url, pairs, body)
+        return _send_wasi(method, url, headers, body, timeout)
+    return _send_native(method, url, headers, body, timeout)
+
+
+def session() -> Any:
+    """A ``requests.Session`` whose ``http://`` and ``https://`` requests go through
+    :func:`send`, so through the host's allow-list, timeouts and response size cap inside a
+    component: :func:`orchard_sdk.requests_transport.session`.
+
+    A component holds only the modules imported while it is built: import
+    ``orchard_sdk.requests_transport`` at the top of the plugin (``requests`` with it), or this
+    fails inside the component. A plugin that never imports it does not bundle ``requests``.
+    """
+    try:
+        from . import requests_transport
+    except ImportError as e:
+        raise Unrecoverable(
+            f"requests is not in this component ({e}): import orchard_sdk.requests_transport "
+            "at module level, so that it is bundled when the component is built"
+        ) from None
+    return requests_transport.session()
+
+
+def check(response: Any, what: str) -> Any:
+    """:meth:`Response.raise_for_status` for a ``requests.Response``: the response if 2xx, else
+    the same failure the SDK's own client raises for that status and body."""
+    Response(response.status_code, [], response.content).raise_for_status(what)
+    return response
 
 
 def get(url: str, **kw: Any) -> Response:
@@ -193,7 +240,28 @@ def _error_code(method: str, url: str, code: Any) -> Exception:
     return TransportError(f"HTTP transport error: {method} {url}: {detail}")
 
 
-def _send_wasi(method: str, url: str, pairs: List[Tuple[str, str]], body: Optional[bytes]) -> Response:
+def _options(timeout: Optional[Timeouts]) -> Any:
+    """The request's wasi:http options: the connect timeout, and the read one for the first
+    byte and between bytes (nanoseconds). ``None``: the host's own."""
+    if timeout is None or (timeout[0] is None and timeout[1] is None):
+        return None
+    options = _t.RequestOptions()
+    connect, read = timeout
+    setters = [(options.set_connect_timeout, connect), (options.set_first_byte_timeout, read),
+               (options.set_between_bytes_timeout, read)]
+    for setter, seconds in setters:
+        if seconds is not None:
+            try:
+                setter(max(1, int(seconds * 1_000_000_000)))
+            except _Err:
+                pass  # not supported by this host: its own timeout holds
+    return options
+
+
+def _send_wasi(
+    method: str, url: str, pairs: List[Tuple[str, str]], body: Optional[bytes],
+    timeout: Optional[Timeouts] = None,
+) -> Response:
     scheme, authority, path = split_url(url)
     transport = lambda what: TransportError(f"HTTP transport error: {method} {url}: {what}")  # noqa: E731
     entries = [(k.lower(), v.encode()) for k, v in pairs]
@@ -225,7 +293,7 @@ def _send_wasi(method: str, url: str, pairs: List[Tuple[str, str]], body: Option
     except _Err as e:
         raise transport(f"finishing body: {e.value}") from None
     try:
-        future = _handler.handle(request, None)
+        future = _handler.handle(request, _options(timeout))
     except _Err as e:
         raise _error_code(method, url, e.value) from None
     with future:
@@ -260,16 +328,23 @@ def _send_wasi(method: str, url: str, pairs: List[Tuple[str, str]], body: Option
 # -- natively: urllib ---------------------------------------------------------------------------
 
 
-def _send_native(method: str, url: str, pairs: List[Tuple[str, str]], body: Optional[bytes]) -> Response:
+def _send_native(
+    method: str, url: str, pairs: List[Tuple[str, str]], body: Optional[bytes],
+    timeout: Optional[Timeouts] = None,
+) -> Response:
     import urllib.error
     import urllib.request
+
+    # urllib has one timeout for connecting and each read: the shorter one asked, else 30 s.
+    given = [t for t in (timeout or ()) if t is not None]
+    seconds = min(given) if given else 30
 
     split_url(url)
     req = urllib.request.Request(url, data=body, method=method)
     for k, v in pairs:
         req.add_header(k, v)
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=seconds) as r:
             return Response(r.status, list(r.headers.items()), r.read())
     except urllib.error.HTTPError as e:
         return Response(e.code, list(e.headers.items()), e.read())

@@ -22,6 +22,8 @@ pub mod handler;
 pub mod http;
 pub mod log;
 pub mod report;
+#[cfg(feature = "schemars")]
+pub mod schema;
 pub mod types;
 
 #[cfg(target_arch = "wasm32")]

@@ -20,10 +20,12 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub mod crds;
 pub mod harness;
 pub mod oci;
 pub mod paths;
 pub mod pdns;
+pub mod plugins;
 pub mod rabbitmq;
 pub mod scenarios;
 

@@ -5,6 +5,7 @@
 //! Each scenario runs the built `orchard` binary as a plugin author would and reads its JSON
 //! report; the external system is checked afterwards for leftovers.
 
+use anyhow::Context;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -595,5 +596,52 @@ async fn invoke_reads_a_dependency_from_the_cluster_by_kind_and_name() -> anyhow
         "{err}"
     );
     assert!(pdns.zone(&zone).await?.is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn invoke_show_reports_prints_the_drift_a_reconciler_changed_back() -> anyhow::Result<()> {
+    let env = TestEnv::load()?;
+    let zone = zone_name();
+    let pdns = orchard_e2e::pdns::Api::new(&env)?;
+    pdns.create_zone(&zone, "intruder").await?;
+    let mut manifest = object(
+        "pdns.orchard.dev/v1alpha1",
+        "DnsZone",
+        &json!({"name": zone, "account": "team-a"}),
+    );
+    manifest["status"] = json!({"id": zone});
+    let manifest = Manifest::new(&manifest)?;
+    let out = Command::new(orchard_bin())
+        .arg("invoke")
+        .arg(plugin("pdns-zone"))
+        .arg("run-reconciler")
+        .args(["--reconciler", "settings", "--show-reports", "--object"])
+        .arg(&manifest.0)
+        .args(["--credential", &format!("url={}", env.pdns_api_url)])
+        .args(["--credential", &format!("apiKey={}", env.pdns_api_key)])
+        .args(["--allow-host", &env.pdns_api_url])
+        .output()?;
+    let account = pdns.zone(&zone).await?.unwrap_or_default()["account"].clone();
+    pdns.delete_zone(&zone).await?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let answer: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        answer,
+        json!({"failure": null, "progress": [{"type": "needsRefresh", "message": "zone settings updated"}]}),
+        "{err}"
+    );
+    let reports = err
+        .split_once("reports of the call:\n")
+        .map(|(_, r)| r)
+        .with_context(|| format!("no reports on stderr: {err}"))?;
+    let reports: Value = serde_json::from_str(reports)?;
+    assert_eq!(
+        reports["drift"],
+        json!([{"field": "account", "observed": "\"intruder\"", "desired": "\"team-a\""}]),
+        "{reports}"
+    );
+    assert_eq!(account, "team-a", "changed back in PowerDNS");
     Ok(())
 }

@@ -7,26 +7,14 @@
 use base64::Engine as _;
 use std::time::Duration;
 
-use anyhow::Context;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
-use orchard_e2e::harness::CONVERGE;
-use orchard_e2e::harness::{Harness, HostSpec, has_condition};
+use kube::api::{Api, DeleteParams, DynamicObject};
+use orchard_e2e::harness::{CONVERGE, Harness, HostSpec};
 use orchard_e2e::oci::{Workdir, layer_digest, tamper_blob, with_custom_section};
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::zone_resource;
+use orchard_e2e::plugins;
 use orchard_e2e::{poll_until, unique_suffix};
 use serde_json::{Value, json};
-
-fn plugins_api(h: &Harness) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "orchard.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "orchard.dev/v1alpha1".into(),
-        kind: "Plugin".into(),
-        plural: "plugins".into(),
-    };
-    Api::all_with(h.client.clone(), &resource)
-}
 
 /// A harness whose host serves no static plugin: only Plugins labelled for this scenario.
 async fn dynamic_host(
@@ -39,17 +27,7 @@ async fn dynamic_host(
     };
     let mut h = Harness::new(name, spec).await?;
     let wd = Workdir::new(&format!("plugin-crd-{}", h.id))?;
-    let insecure = format!("{},{}", h.env.registry, h.env.auth_registry);
-    let selector = format!("orchard.dev/e2e={}", h.id);
-    let cache = wd.path.join("oci-cache").display().to_string();
-    let host = h.start_host(&[
-        ("ORCHARD_WATCH_PLUGINS", "true"),
-        ("ORCHARD_INSECURE_REGISTRIES", &insecure),
-        ("ORCHARD_PLUGIN_SELECTOR", &selector),
-        ("ORCHARD_PLUGIN_POLL_INTERVAL", "2s"),
-        ("ORCHARD_OCI_CACHE_DIR", &cache),
-        ("POD_NAMESPACE", &h.ns.clone()),
-    ])?;
+    let host = plugins::start_watching_host(&mut h, &wd, &[])?;
     h.create_secret(
         "pdns",
         &[
@@ -61,61 +39,9 @@ async fn dynamic_host(
     Ok((h, host, wd))
 }
 
-/// Applies the Plugin `name` (labelled for this scenario) with `source`.
+/// Applies the Plugin `name` with `source`, allowed to reach PowerDNS.
 async fn apply_plugin(h: &Harness, name: &str, source: Value) -> anyhow::Result<()> {
-    let body = json!({
-        "apiVersion": "orchard.dev/v1alpha1",
-        "kind": "Plugin",
-        "metadata": {"name": name, "labels": {"orchard.dev/e2e": h.id}},
-        "spec": {"source": source, "allowedHosts": [h.env.pdns_api_url]}
-    });
-    let api = plugins_api(h);
-    // The host installs the Plugin CRD when it starts: until then the kind is not served.
-    poll_until(CONVERGE, "the Plugin kind to be served", || async {
-        Ok(api
-            .patch(
-                name,
-                &PatchParams::apply("e2e").force(),
-                &Patch::Apply(&body),
-            )
-            .await
-            .ok()
-            .map(drop))
-    })
-    .await
-}
-
-/// Waits until the Plugin's Ready condition has `status` and `reason`, for its generation.
-async fn wait_plugin(
-    h: &Harness,
-    name: &str,
-    status: &str,
-    reason: &str,
-) -> anyhow::Result<DynamicObject> {
-    let api = plugins_api(h);
-    poll_until(
-        CONVERGE,
-        &format!("Plugin {name}: Ready={status} {reason}"),
-        || async {
-            let obj = api.get(name).await?;
-            let observed =
-                obj.data["status"]["observedGeneration"].as_i64() == obj.metadata.generation;
-            Ok((observed && has_condition(&obj, "Ready", status, Some(reason))).then_some(obj))
-        },
-    )
-    .await
-    .with_context(|| format!("host log: {}", h.env.logs.display()))
-}
-
-fn ready_message(obj: &DynamicObject) -> String {
-    obj.data["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Ready")
-        .and_then(|c| c["message"].as_str())
-        .unwrap_or_default()
-        .to_owned()
+    plugins::apply(h, name, source, &[&h.env.pdns_api_url]).await
 }
 
 fn zone_yaml(name: &str, zone: &str, account: &str) -> String {
@@ -157,7 +83,7 @@ async fn plugin_lifecycle_load_swap_refuse_bad_versions_stop_and_return() -> any
 
     // 1. A Plugin brings the kind to life in the running host.
     apply_plugin(&h, &zones, verified(&v1)).await?;
-    let plugin_obj = wait_plugin(&h, &zones, "True", "Serving").await?;
+    let plugin_obj = plugins::wait_ready(&h, &zones, "True", "Serving").await?;
     assert_eq!(
         plugin_obj.data["status"]["resolvedDigest"],
         digest(&v1).as_str()
@@ -174,7 +100,7 @@ async fn plugin_lifecycle_load_swap_refuse_bad_versions_stop_and_return() -> any
 
     // 2. A new digest swaps the plugin without a restart; objects are re-observed by it.
     apply_plugin(&h, &zones, verified(&v2)).await?;
-    let plugin_obj = wait_plugin(&h, &zones, "True", "Serving").await?;
+    let plugin_obj = plugins::wait_ready(&h, &zones, "True", "Serving").await?;
     assert_eq!(
         plugin_obj.data["status"]["resolvedDigest"],
         digest(&v2).as_str()
@@ -194,8 +120,8 @@ async fn plugin_lifecycle_load_swap_refuse_bad_versions_stop_and_return() -> any
     wd.cosign_sign("release", &tampered)?;
     tamper_blob(env, &layer_digest(env, &tampered).await?)?;
     apply_plugin(&h, &zones, verified(&tampered)).await?;
-    let refused = wait_plugin(&h, &zones, "False", "DigestMismatch").await?;
-    let message = ready_message(&refused);
+    let refused = plugins::wait_ready(&h, &zones, "False", "DigestMismatch").await?;
+    let message = plugins::ready_message(&refused);
     assert!(
         message.contains("digest mismatch") && message.contains(&digest(&v2)),
         "{message}"
@@ -215,8 +141,8 @@ async fn plugin_lifecycle_load_swap_refuse_bad_versions_stop_and_return() -> any
     )?;
     let unsigned = wd.push(env, &unsigned_file, &format!("{repo}:unsigned"))?;
     apply_plugin(&h, &zones, verified(&unsigned)).await?;
-    let refused = wait_plugin(&h, &zones, "False", "SignatureInvalid").await?;
-    let message = ready_message(&refused);
+    let refused = plugins::wait_ready(&h, &zones, "False", "SignatureInvalid").await?;
+    let message = plugins::ready_message(&refused);
     assert!(
         message.contains("not signed") && message.contains("still serving"),
         "{message}"
@@ -241,7 +167,7 @@ async fn plugin_lifecycle_load_swap_refuse_bad_versions_stop_and_return() -> any
     .await?;
 
     // 5. Deleting the Plugin stops reconciliation; objects and finalizers stay.
-    plugins_api(&h)
+    plugins::api(&h)
         .delete(&zones, &DeleteParams::default())
         .await?;
     poll_until(CONVERGE, "the host to stop serving the kind", || async {
@@ -266,7 +192,7 @@ async fn plugin_lifecycle_load_swap_refuse_bad_versions_stop_and_return() -> any
 
     // 6. The Plugin returns (from the local cache): the waiting object is served.
     apply_plugin(&h, &zones, verified(&v2)).await?;
-    wait_plugin(&h, &zones, "True", "Serving").await?;
+    plugins::wait_ready(&h, &zones, "True", "Serving").await?;
     let log = std::fs::read_to_string(&host.log)?;
     assert!(
         log.lines().any(|l| l.contains("plugin pulled")
@@ -304,8 +230,8 @@ async fn a_pull_secret_opens_a_private_registry_and_its_absence_says_why() -> an
     let private = format!("private-{}", h.id);
     // Without credentials the registry refuses: Ready=False says so.
     apply_plugin(&h, &private, json!({"reference": pinned})).await?;
-    let refused = wait_plugin(&h, &private, "False", "PullFailed").await?;
-    let message = ready_message(&refused);
+    let refused = plugins::wait_ready(&h, &private, "False", "PullFailed").await?;
+    let message = plugins::ready_message(&refused);
     assert!(message.contains(&repository), "{message}");
     assert!(
         refused.data["status"]["kinds"]
@@ -332,12 +258,12 @@ async fn a_pull_secret_opens_a_private_registry_and_its_absence_says_why() -> an
         json!({"reference": pinned, "pullSecret": {"name": "registry"}}),
     )
     .await?;
-    let ready = wait_plugin(&h, &private, "True", "Serving").await?;
+    let ready = plugins::wait_ready(&h, &private, "True", "Serving").await?;
     assert_eq!(
         ready.data["status"]["kinds"],
         json!(["DnsZone.pdns.orchard.dev/v1alpha1"])
     );
-    plugins_api(&h)
+    plugins::api(&h)
         .delete(&private, &DeleteParams::default())
         .await?;
     Ok(())
@@ -351,8 +277,8 @@ async fn a_plugin_whose_describe_breaks_the_contract_is_refused_naming_the_rule(
     let pinned = wd.push(&h.env, &plugin("orchard-fixture-bad-describe"), &reference)?;
     let name = format!("bad-{}", h.id);
     apply_plugin(&h, &name, json!({"reference": pinned})).await?;
-    let refused = wait_plugin(&h, &name, "False", "InvalidDescription").await?;
-    let message = ready_message(&refused);
+    let refused = plugins::wait_ready(&h, &name, "False", "InvalidDescription").await?;
+    let message = plugins::ready_message(&refused);
     assert!(
         message.contains("rule plugin-name") && message.contains("\"Bad_Name\""),
         "{message}"
@@ -364,7 +290,7 @@ async fn a_plugin_whose_describe_breaks_the_contract_is_refused_naming_the_rule(
         "nothing is served"
     );
     assert!(host.is_running(), "one bad plugin does not stop the host");
-    plugins_api(&h)
+    plugins::api(&h)
         .delete(&name, &DeleteParams::default())
         .await?;
     Ok(())

@@ -6,16 +6,23 @@
 //! dropping `v1alpha1`; nothing re-created in PowerDNS; and a downgrade that would strand the
 //! `v1beta1` objects refused.
 //!
-//! The scenario's plugin builds are on a group of their own (`evolution.pdns.orchard.dev`,
-//! `make rust-plugins`), so that the other suites' `DnsZone` CRD is never upgraded under them.
+//! And, with a fault fixture loaded from the registry as `Plugin` objects: a `convert` that
+//! traps fails the apiserver's request naming the plugin while the host serves on, and a
+//! `Plugin` upgrade that would drop a stored version is refused on the Plugin object with the
+//! old version still serving.
+//!
+//! The scenarios' plugin builds are on groups of their own (`evolution.pdns.orchard.dev`,
+//! `convertible.fixtures.orchard.dev`; `make rust-plugins`), so that the other suites'
+//! `DnsZone` and `Faulty` CRDs are never upgraded under them.
 
 use anyhow::Context;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use orchard_e2e::crds;
 use orchard_e2e::harness::{CONVERGE, Harness, HostSpec};
+use orchard_e2e::oci::Workdir;
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, zone_name};
-use orchard_e2e::poll_until;
+use orchard_e2e::{plugins, poll_until};
 use serde_json::{Value, json};
 
 const GROUP: &str = "evolution.pdns.orchard.dev";
@@ -34,61 +41,6 @@ fn zones_at(version: &str) -> ApiResource {
 
 fn api_at(h: &Harness, version: &str) -> Api<DynamicObject> {
     Api::namespaced_with(h.client.clone(), &h.ns, &zones_at(version))
-}
-
-async fn crd(h: &Harness) -> anyhow::Result<Option<CustomResourceDefinition>> {
-    let crds: Api<CustomResourceDefinition> = Api::all(h.client.clone());
-    Ok(crds.get_opt(CRD).await?)
-}
-
-/// A clean slate: the scenario's CRD from an earlier run (on this apiserver) gone.
-async fn remove_crd(h: &Harness) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(h.client.clone());
-    if let Some(installed) = crds.get_opt(CRD).await? {
-        // An earlier run's objects keep their finalizers (their host is gone): drop them, read
-        // at the storage version (no conversion: that run's webhook is gone too).
-        crds.patch(
-            CRD,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})),
-        )
-        .await?;
-        if let Some(storage) = installed.spec.versions.iter().find(|v| v.storage) {
-            let all: Api<DynamicObject> = Api::all_with(h.client.clone(), &zones_at(&storage.name));
-            // The apiserver serves the new strategy a moment after the patch.
-            let objects = poll_until(CONVERGE, "the earlier run's objects to be listed", || {
-                let all = all.clone();
-                async move { Ok(all.list(&kube::api::ListParams::default()).await.ok()) }
-            })
-            .await?;
-            for obj in objects {
-                let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(h.client.clone(), &ns, &zones_at(&storage.name));
-                poll_until(
-                    CONVERGE,
-                    &format!("{ns}/{name} to lose its finalizers"),
-                    || {
-                        let (api, name) = (api.clone(), name.clone());
-                        async move {
-                            let patch = json!({"metadata": {"finalizers": null}});
-                            Ok(api
-                                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                                .await
-                                .ok())
-                        }
-                    },
-                )
-                .await?;
-            }
-        }
-        crds.delete(CRD, &DeleteParams::default()).await?;
-    }
-    poll_until(CONVERGE, "the scenario's CRD to be gone", || async {
-        Ok(crd(h).await?.is_none().then_some(()))
-    })
-    .await
 }
 
 async fn apply(api: &Api<DynamicObject>, manifest: Value) -> anyhow::Result<()> {
@@ -117,8 +69,8 @@ async fn apply(api: &Api<DynamicObject>, manifest: Value) -> anyhow::Result<()> 
     .await
 }
 
-async fn available(h: &Harness, name: &str) -> anyhow::Result<DynamicObject> {
-    let api = api_at(h, "v1alpha1");
+/// Waits until the object `name` of `api` is Available.
+async fn available(api: &Api<DynamicObject>, name: &str) -> anyhow::Result<DynamicObject> {
     poll_until(CONVERGE, &format!("{name} to be Available"), || {
         let api = api.clone();
         async move {
@@ -147,7 +99,7 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
         },
     )
     .await?;
-    remove_crd(&h).await?;
+    crds::remove(&h.client, CRD).await?;
     pdns::create_secret(&h, "pdns").await?;
     let pdns_api = pdns::Api::new(&env)?;
 
@@ -169,7 +121,7 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
     }
     let mut ids = Vec::new();
     for name in ["a", "b"] {
-        let obj = available(&h, name).await?;
+        let obj = available(&api_at(&h, "v1alpha1"), name).await?;
         ids.push(
             obj.data["status"]["id"]
                 .as_str()
@@ -178,7 +130,9 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
         );
     }
     assert_eq!(
-        crd(&h).await?.and_then(|c| c.status?.stored_versions),
+        crds::get(&h.client, CRD)
+            .await?
+            .and_then(|c| c.status?.stored_versions),
         Some(vec!["v1alpha1".to_owned()])
     );
 
@@ -231,7 +185,7 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
         }),
     )
     .await?;
-    let at_alpha = available(&h, "c").await?;
+    let at_alpha = available(&alpha, "c").await?;
     assert_eq!(
         at_alpha.data["spec"]["resource"]["nameservers"],
         json!([format!("ns1.{c}")])
@@ -286,7 +240,9 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
 
     // The storage migration: every object rewritten at v1beta1, v1alpha1 no longer stored.
     poll_until(CONVERGE, "storedVersions to drop v1alpha1", || async {
-        let stored = crd(&h).await?.and_then(|c| c.status?.stored_versions);
+        let stored = crds::get(&h.client, CRD)
+            .await?
+            .and_then(|c| c.status?.stored_versions);
         Ok((stored == Some(vec!["v1beta1".to_owned()])).then_some(()))
     })
     .await
@@ -296,7 +252,7 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
 
     // Nothing re-created: the same ids, one Created Event each, the zones still in PowerDNS.
     for (name, id) in ["a", "b"].iter().zip(&ids) {
-        let obj = available(&h, name).await?;
+        let obj = available(&api_at(&h, "v1alpha1"), name).await?;
         assert_eq!(obj.data["status"]["id"].as_str(), Some(id.as_str()));
         let created = h
             .event_reasons(name)
@@ -320,7 +276,7 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
         log.contains("version v1beta1 is still stored in etcd (status.storedVersions) and the new schema no longer lists it"),
         "{log}"
     );
-    let served = crd(&h).await?.context("CRD gone")?;
+    let served = crds::get(&h.client, CRD).await?.context("CRD gone")?;
     assert!(
         served
             .spec
@@ -353,6 +309,183 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
             "{zone} left in PowerDNS"
         );
     }
-    remove_crd(&h).await?;
+    crds::remove(&h.client, CRD).await?;
+    Ok(())
+}
+
+const FAULTY_GROUP: &str = "convertible.fixtures.orchard.dev";
+const FAULTY_CRD: &str = "faulties.convertible.fixtures.orchard.dev";
+
+fn faulties_at(version: &str) -> ApiResource {
+    ApiResource {
+        group: FAULTY_GROUP.into(),
+        version: version.into(),
+        api_version: format!("{FAULTY_GROUP}/{version}"),
+        kind: "Faulty".into(),
+        plural: "faulties".into(),
+    }
+}
+
+fn echoes() -> ApiResource {
+    ApiResource {
+        group: "fixtures.orchard.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "fixtures.orchard.dev/v1alpha1".into(),
+        kind: "Echo".into(),
+        plural: "echoes".into(),
+    }
+}
+
+/// A `Faulty` of the convertible group at `version` with `resource` as its document (the
+/// fixture creates it as the resource `ok`).
+fn faulty(version: &str, name: &str, resource: &Value) -> Value {
+    json!({
+        "apiVersion": format!("{FAULTY_GROUP}/{version}"), "kind": "Faulty",
+        "metadata": {"name": name},
+        "spec": {"resource": resource}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trapping_convert_fails_one_request_and_a_plugin_upgrade_dropping_a_stored_version_is_refused_while_the_old_serves()
+-> anyhow::Result<()> {
+    let mut h = Harness::new(
+        "convert-trap",
+        HostSpec {
+            plugins: vec![],
+            kinds: vec![faulties_at("v1alpha1"), echoes()],
+            allow_hosts: vec![],
+        },
+    )
+    .await?;
+    crds::remove(&h.client, FAULTY_CRD).await?;
+    let wd = Workdir::new(&format!("convert-trap-{}", h.id))?;
+    let mut host = plugins::start_watching_host(&mut h, &wd, &[WEBHOOK])?;
+
+    // Two Plugins from the registry: the fixture at two versions (stored at v1beta1), and echo.
+    let repo = format!("{}/e2e/faulty-convertible-{}", h.env.registry, h.id);
+    let two_versions = wd.push(
+        &h.env,
+        &plugin("faulty-convertible-v1beta1"),
+        &format!("{repo}:v1beta1"),
+    )?;
+    let one_version = wd.push(
+        &h.env,
+        &plugin("faulty-convertible-v1alpha1"),
+        &format!("{repo}:v1alpha1"),
+    )?;
+    let echo = wd.push(
+        &h.env,
+        &plugin("orchard-fixture-echo"),
+        &format!("{}/e2e/echo-{}:v1", h.env.registry, h.id),
+    )?;
+    let (faulty_plugin, echo_plugin) = (format!("faulty-{}", h.id), format!("echo-{}", h.id));
+    plugins::apply(&h, &faulty_plugin, json!({"reference": two_versions}), &[]).await?;
+    plugins::apply(&h, &echo_plugin, json!({"reference": echo}), &[]).await?;
+    let serving = plugins::wait_ready(&h, &faulty_plugin, "True", "Serving").await?;
+    plugins::wait_ready(&h, &echo_plugin, "True", "Serving").await?;
+
+    // An object made at v1alpha1 is stored at v1beta1 through the plugin's convert, and served.
+    let (alpha, beta) = (
+        Api::<DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &faulties_at("v1alpha1")),
+        Api::<DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &faulties_at("v1beta1")),
+    );
+    apply(&alpha, faulty("v1alpha1", "fine", &json!({"note": "kept"}))).await?;
+    h.wait_ready("Faulty", "fine")
+        .await
+        .with_context(|| host.report())?;
+    let fine = beta.get("fine").await?;
+    assert_eq!(fine.data["spec"]["resource"]["note"], "kept");
+    assert_eq!(fine.data["spec"]["resource"]["convertedTo"], "v1beta1");
+
+    // A convert that traps fails that one request, naming the plugin, the object and the trap.
+    let trap = faulty("v1alpha1", "trap", &json!({"convert": "trap"}));
+    let refused = alpha
+        .patch(
+            "trap",
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&trap),
+        )
+        .await;
+    let message = match refused {
+        Err(kube::Error::Api(e)) => e.message,
+        other => panic!("a trapping conversion must fail the request, got {other:?}"),
+    };
+    assert!(
+        message.contains(&format!(
+            "plugin {faulty_plugin}: converting Faulty {}/trap from v1alpha1 to v1beta1",
+            h.ns
+        )) && message.contains("trapped"),
+        "{message}"
+    );
+    assert!(alpha.get_opt("trap").await?.is_none(), "nothing was stored");
+
+    // The host serves on: the next conversions of the kind work (a write at v1beta1 read at
+    // v1alpha1), and so does the other kind.
+    apply(&beta, faulty("v1beta1", "fine", &json!({"note": "beta"}))).await?;
+    let at_alpha = alpha.get("fine").await?;
+    assert_eq!(at_alpha.data["spec"]["resource"]["note"], "beta");
+    assert_eq!(at_alpha.data["spec"]["resource"]["convertedTo"], "v1alpha1");
+    h.apply(
+        "apiVersion: fixtures.orchard.dev/v1alpha1\nkind: Echo\nmetadata: {name: after-trap}\nspec:\n  resource: {said: hello}\n",
+    )
+    .await?;
+    h.wait_ready("Echo", "after-trap").await?;
+    assert!(host.is_running(), "{}", host.report());
+
+    // A Plugin upgrade to the one-version build would strand the objects stored at v1beta1:
+    // refused on the Plugin object, naming the version; the old build keeps serving.
+    plugins::apply(&h, &faulty_plugin, json!({"reference": one_version}), &[]).await?;
+    let refused = plugins::wait_ready(&h, &faulty_plugin, "False", "IncompatibleSchema").await?;
+    let message = plugins::ready_message(&refused);
+    assert!(
+        message.contains("version v1beta1 is still stored in etcd (status.storedVersions) and the new schema no longer lists it"),
+        "{message}"
+    );
+    assert_eq!(
+        refused.data["status"]["resolvedDigest"], serving.data["status"]["resolvedDigest"],
+        "the serving build is the old one"
+    );
+    let crd = crds::get(&h.client, FAULTY_CRD)
+        .await?
+        .context("the CRD is gone")?;
+    assert!(
+        crd.spec
+            .versions
+            .iter()
+            .any(|v| v.name == "v1beta1" && v.storage && v.served),
+        "the CRD keeps serving v1beta1: {:?}",
+        crd.spec.versions
+    );
+    apply(
+        &beta,
+        faulty("v1beta1", "fine", &json!({"note": "after-refusal"})),
+    )
+    .await?;
+    let at_alpha = alpha.get("fine").await?;
+    assert_eq!(
+        at_alpha.data["spec"]["resource"]["note"], "after-refusal",
+        "converted by the old build"
+    );
+    h.wait_ready("Faulty", "fine").await?;
+
+    // Clean up: the Plugins, then the objects without their finalizers (the fixtures'
+    // resources never go away, so a delete through the host would wait forever), then the CRD.
+    for name in [&faulty_plugin, &echo_plugin] {
+        plugins::api(&h)
+            .delete(name, &DeleteParams::default())
+            .await?;
+    }
+    assert!(host.is_running(), "{}", host.report());
+    host.terminate()?;
+    host.wait_exit(CONVERGE).await?;
+    h.api("Echo")
+        .patch(
+            "after-trap",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    crds::remove(&h.client, FAULTY_CRD).await?;
     Ok(())
 }

@@ -16,6 +16,8 @@ import (
 	witRuntime "go.bytecodealliance.org/pkg/wit/runtime"
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	"orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_actuator"
+	"orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_conversion"
+	"orchard.dev/sdk/internal/wit/imports/orchard_actuator_conversion"
 	"orchard.dev/sdk/internal/wit/imports/orchard_actuator_types"
 	"runtime"
 	"unsafe"
@@ -24,6 +26,235 @@ import (
 var staticPinner = runtime.Pinner{}
 var exportReturnArea = uintptr(witRuntime.Allocate(&staticPinner, (20 * 4), 4))
 var syncExportPinner = runtime.Pinner{}
+
+//go:wasmexport orchard:actuator/conversion@0.1.2#versions
+func wasm_export_orchard_actuator_conversion_versions() uintptr {
+
+	pinner := &syncExportPinner
+	result := export_orchard_actuator_conversion.Versions()
+	slice := result
+	length := uint32(len(slice))
+	result4 := witRuntime.Allocate(pinner, uintptr(length*(10*4)), 4)
+	for index, element := range slice {
+		base := unsafe.Add(result4, index*(10*4))
+		utf8 := unsafe.Pointer(unsafe.StringData((element).Name))
+		pinner.Pin(utf8)
+		*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len((element).Name)))
+		*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf8)))
+		utf80 := unsafe.Pointer(unsafe.StringData((element).ResourceSchema))
+		pinner.Pin(utf80)
+		*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3 * 4))) = uint32(uint32(len((element).ResourceSchema)))
+		*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2 * 4))) = uint32(uintptr(uintptr(utf80)))
+
+		switch (element).FilterSchema.Tag() {
+		case witTypes.OptionNone:
+			*(*int8)(unsafe.Add(unsafe.Pointer(base), (4 * 4))) = int8(int32(0))
+
+		case witTypes.OptionSome:
+			payload := (element).FilterSchema.Some()
+			*(*int8)(unsafe.Add(unsafe.Pointer(base), (4 * 4))) = int8(int32(1))
+			utf81 := unsafe.Pointer(unsafe.StringData(payload))
+			pinner.Pin(utf81)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(base), (6 * 4))) = uint32(uint32(len(payload)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(base), (5 * 4))) = uint32(uintptr(uintptr(utf81)))
+
+		default:
+			panic("unreachable")
+		}
+		utf82 := unsafe.Pointer(unsafe.StringData((element).ObservedSchema))
+		pinner.Pin(utf82)
+		*(*uint32)(unsafe.Add(unsafe.Pointer(base), (8 * 4))) = uint32(uint32(len((element).ObservedSchema)))
+		*(*uint32)(unsafe.Add(unsafe.Pointer(base), (7 * 4))) = uint32(uintptr(uintptr(utf82)))
+		var result3 int32
+		if (element).Storage {
+			result3 = 1
+		} else {
+			result3 = 0
+		}
+		*(*int8)(unsafe.Add(unsafe.Pointer(base), (9 * 4))) = int8(result3)
+
+	}
+
+	*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = uint32(length)
+	*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = uint32(uintptr(uintptr(result4)))
+	return exportReturnArea
+
+}
+
+//go:wasmexport cabi_post_orchard:actuator/conversion@0.1.2#versions
+func wasm_export_post_return_orchard_actuator_conversion_versions(result uintptr) {
+	syncExportPinner.Unpin()
+}
+
+//go:wasmexport orchard:actuator/conversion@0.1.2#convert
+func wasm_export_orchard_actuator_conversion_convert(arg0 int32, arg1 uintptr, arg2 uint32, arg3 int32, arg4 uintptr, arg5 uint32, arg6 int32, arg7 uintptr, arg8 uint32, arg9 uintptr, arg10 uint32, arg11 uintptr, arg12 uint32, arg13 uintptr, arg14 uint32) uintptr {
+
+	pinner := &syncExportPinner
+	var option witTypes.Option[string]
+	switch arg0 {
+	case 0:
+
+		option = witTypes.None[string]()
+	case 1:
+		value := unsafe.String((*uint8)(unsafe.Pointer(arg1)), arg2)
+
+		option = witTypes.Some[string](value)
+	default:
+		panic("unreachable")
+	}
+	var option1 witTypes.Option[string]
+	switch arg3 {
+	case 0:
+
+		option1 = witTypes.None[string]()
+	case 1:
+		value0 := unsafe.String((*uint8)(unsafe.Pointer(arg4)), arg5)
+
+		option1 = witTypes.Some[string](value0)
+	default:
+		panic("unreachable")
+	}
+	var option3 witTypes.Option[string]
+	switch arg6 {
+	case 0:
+
+		option3 = witTypes.None[string]()
+	case 1:
+		value2 := unsafe.String((*uint8)(unsafe.Pointer(arg7)), arg8)
+
+		option3 = witTypes.Some[string](value2)
+	default:
+		panic("unreachable")
+	}
+	result := make([]witTypes.Tuple2[string, string], 0, arg10)
+	for index := 0; index < int(arg10); index++ {
+		base := unsafe.Add(unsafe.Pointer(arg9), index*(4*4))
+		value4 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0))))), *(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)))
+		value5 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2 * 4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(base), (3 * 4))))
+
+		result = append(result, witTypes.Tuple2[string, string]{F0: value4, F1: value5})
+	}
+
+	value6 := unsafe.String((*uint8)(unsafe.Pointer(arg11)), arg12)
+	value7 := unsafe.String((*uint8)(unsafe.Pointer(arg13)), arg14)
+	witRuntime.Unpin()
+	result8 := export_orchard_actuator_conversion.Convert(orchard_actuator_conversion.Convertible{Resource: option, Filter: option1, Observed: option3, Annotations: result}, value6, value7)
+
+	switch result8.Tag() {
+	case witTypes.ResultOk:
+		payload := result8.Ok()
+		*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(0))
+
+		switch (payload).Resource.Tag() {
+		case witTypes.OptionNone:
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(0))
+
+		case witTypes.OptionSome:
+			payload := (payload).Resource.Some()
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(1))
+			utf8 := unsafe.Pointer(unsafe.StringData(payload))
+			pinner.Pin(utf8)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3 * 4))) = uint32(uint32(len(payload)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2 * 4))) = uint32(uintptr(uintptr(utf8)))
+
+		default:
+			panic("unreachable")
+		}
+
+		switch (payload).Filter.Tag() {
+		case witTypes.OptionNone:
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (4 * 4))) = int8(int32(0))
+
+		case witTypes.OptionSome:
+			payload := (payload).Filter.Some()
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (4 * 4))) = int8(int32(1))
+			utf89 := unsafe.Pointer(unsafe.StringData(payload))
+			pinner.Pin(utf89)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (6 * 4))) = uint32(uint32(len(payload)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (5 * 4))) = uint32(uintptr(uintptr(utf89)))
+
+		default:
+			panic("unreachable")
+		}
+
+		switch (payload).Observed.Tag() {
+		case witTypes.OptionNone:
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (7 * 4))) = int8(int32(0))
+
+		case witTypes.OptionSome:
+			payload := (payload).Observed.Some()
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), (7 * 4))) = int8(int32(1))
+			utf810 := unsafe.Pointer(unsafe.StringData(payload))
+			pinner.Pin(utf810)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (9 * 4))) = uint32(uint32(len(payload)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (8 * 4))) = uint32(uintptr(uintptr(utf810)))
+
+		default:
+			panic("unreachable")
+		}
+		slice := (payload).Annotations
+		length := uint32(len(slice))
+		result13 := witRuntime.Allocate(pinner, uintptr(length*(4*4)), 4)
+		for index, element := range slice {
+			base := unsafe.Add(result13, index*(4*4))
+			utf811 := unsafe.Pointer(unsafe.StringData((element).F0))
+			pinner.Pin(utf811)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)) = uint32(uint32(len((element).F0)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0)) = uint32(uintptr(uintptr(utf811)))
+			utf812 := unsafe.Pointer(unsafe.StringData((element).F1))
+			pinner.Pin(utf812)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(base), (3 * 4))) = uint32(uint32(len((element).F1)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(base), (2 * 4))) = uint32(uintptr(uintptr(utf812)))
+
+		}
+
+		*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (11 * 4))) = uint32(length)
+		*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (10 * 4))) = uint32(uintptr(uintptr(result13)))
+
+	case witTypes.ResultErr:
+		payload := result8.Err()
+		*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 0)) = int8(int32(1))
+
+		switch payload.Tag() {
+		case orchard_actuator_types.Failure_Transient:
+			payload := payload.Transient()
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(0))
+			utf814 := unsafe.Pointer(unsafe.StringData(payload))
+			pinner.Pin(utf814)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3 * 4))) = uint32(uint32(len(payload)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2 * 4))) = uint32(uintptr(uintptr(utf814)))
+
+		case orchard_actuator_types.Failure_InvalidConfiguration:
+			payload := payload.InvalidConfiguration()
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(1))
+			utf815 := unsafe.Pointer(unsafe.StringData(payload))
+			pinner.Pin(utf815)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3 * 4))) = uint32(uint32(len(payload)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2 * 4))) = uint32(uintptr(uintptr(utf815)))
+
+		case orchard_actuator_types.Failure_Unrecoverable:
+			payload := payload.Unrecoverable()
+			*(*int8)(unsafe.Add(unsafe.Pointer(exportReturnArea), 4)) = int8(int32(2))
+			utf816 := unsafe.Pointer(unsafe.StringData(payload))
+			pinner.Pin(utf816)
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (3 * 4))) = uint32(uint32(len(payload)))
+			*(*uint32)(unsafe.Add(unsafe.Pointer(exportReturnArea), (2 * 4))) = uint32(uintptr(uintptr(utf816)))
+
+		default:
+			panic("unreachable")
+		}
+
+	default:
+		panic("unreachable")
+	}
+	return exportReturnArea
+
+}
+
+//go:wasmexport cabi_post_orchard:actuator/conversion@0.1.2#convert
+func wasm_export_post_return_orchard_actuator_conversion_convert(result uintptr) {
+	syncExportPinner.Unpin()
+}
 
 //go:wasmexport orchard:actuator/actuator@0.1.2#describe
 func wasm_export_orchard_actuator_actuator_describe() uintptr {
