@@ -83,7 +83,7 @@ pub fn of<T: JsonSchema>() -> String {
 }
 
 /// [`of`] as a JSON value: to compare with a hand-written schema in a test, or to change it
-/// further before [`Value::to_string`].
+/// further before `Value::to_string`.
 pub fn value<T: JsonSchema>() -> Value {
     generate::<T>(Contract::Deserialize)
 }
