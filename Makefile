@@ -14,7 +14,8 @@ GO_SDK := $(wildcard sdk/go/*.go sdk/go/go.mod sdk/go/go.sum sdk/go/schema/*.go 
 C_SDK := $(wildcard sdk/c/*.c sdk/c/*.h) sdk/c/build.sh sdk/guest-tools.sh
 GO_PLUGIN_DIRS := plugins/rabbitmq-exchange plugins/pdns-tsig-go
 GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.wasm $(PLUGIN_DIR)/rabbitmq_user.wasm \
-	$(PLUGIN_DIR)/rabbitmq_exchange.wasm $(PLUGIN_DIR)/pdns_tsig.wasm $(PLUGIN_DIR)/pdns_tsig_go.wasm
+	$(PLUGIN_DIR)/rabbitmq_exchange.wasm $(PLUGIN_DIR)/pdns_tsig.wasm $(PLUGIN_DIR)/pdns_tsig_go.wasm \
+	$(PLUGIN_DIR)/python_versioned_example.wasm
 
 .PHONY: test demo demo-down demo-status plugins rust-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
 
@@ -42,23 +43,46 @@ deps:
 ## Python (componentize-py), JavaScript (componentize-js), Go (mainline Go) and C (clang).
 plugins: rust-plugins guest-plugins
 
+## Builds of the same crate with other build-time settings (option_env!) are files of their own,
+## rebuilt only when their sources change: each costs a recompile of its crate, and the regular
+## build after it another.
+RUST_GUEST_SRC := $(shell find sdk/rust wit -type f \( -name '*.rs' -o -name '*.toml' -o -name '*.wit' \)) Cargo.toml Cargo.lock
+PDNS_ZONE_SRC := $(shell find plugins/pdns-zone plugins/pdns-client -type f \( -name '*.rs' -o -name '*.toml' \)) $(RUST_GUEST_SRC)
+FAULTY_SRC := $(shell find tests/fixtures/faulty -type f \( -name '*.rs' -o -name '*.toml' \)) $(RUST_GUEST_SRC)
+RUST_PLUGIN_VARIANTS := $(PLUGIN_DIR)/pdns_zone_next.wasm $(PLUGIN_DIR)/pdns_zone_evolution_v1alpha1.wasm \
+	$(PLUGIN_DIR)/pdns_zone_evolution_v1beta1.wasm $(PLUGIN_DIR)/faulty_convertible_v1alpha1.wasm \
+	$(PLUGIN_DIR)/faulty_convertible_v1beta1.wasm
+CARGO_PLUGIN := cargo build --profile plugin --target wasm32-wasip2
+
+## A second build of pdns-zone (observed.pluginBuild "<version>+next") for the hot-swap tests.
+$(PLUGIN_DIR)/pdns_zone_next.wasm: $(PDNS_ZONE_SRC)
+	ORCHARD_PLUGIN_BUILD=next $(CARGO_PLUGIN) -p pdns-zone
+	cp $(PLUGIN_DIR)/pdns_zone.wasm $@
+
+## The schema-evolution scenarios' two builds, on a group of their own: today's DnsZone
+## (v1alpha1) and the next (v1alpha1 and v1beta1, converted by the plugin).
+$(PLUGIN_DIR)/pdns_zone_evolution_v1alpha1.wasm: $(PDNS_ZONE_SRC)
+	ORCHARD_PDNS_ZONE_GROUP=evolution.pdns.orchard.dev $(CARGO_PLUGIN) -p pdns-zone
+	cp $(PLUGIN_DIR)/pdns_zone.wasm $@
+
+$(PLUGIN_DIR)/pdns_zone_evolution_v1beta1.wasm: $(PDNS_ZONE_SRC)
+	ORCHARD_PDNS_ZONE_GROUP=evolution.pdns.orchard.dev ORCHARD_PLUGIN_BUILD=v1beta1 $(CARGO_PLUGIN) -p pdns-zone --features v1beta1
+	cp $(PLUGIN_DIR)/pdns_zone.wasm $@
+
+## The conversion scenarios' fault fixture, on a group of its own: one version, then two.
+$(PLUGIN_DIR)/faulty_convertible_v1alpha1.wasm: $(FAULTY_SRC)
+	ORCHARD_FAULTY_GROUP=convertible.fixtures.orchard.dev $(CARGO_PLUGIN) -p orchard-fixture-faulty
+	cp $(PLUGIN_DIR)/orchard_fixture_faulty.wasm $@
+
+$(PLUGIN_DIR)/faulty_convertible_v1beta1.wasm: $(FAULTY_SRC)
+	ORCHARD_FAULTY_GROUP=convertible.fixtures.orchard.dev $(CARGO_PLUGIN) -p orchard-fixture-faulty --features v1beta1
+	cp $(PLUGIN_DIR)/orchard_fixture_faulty.wasm $@
+
+## The variants first (one at a time: they share the crate's output file), then the regular
+## builds, so that the last build in place is the regular one.
 rust-plugins:
-	@# A second build of pdns-zone (observed.pluginBuild "<version>+next") for the hot-swap tests;
-	@# built first so that the last build in place is the regular one.
-	ORCHARD_PLUGIN_BUILD=next cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone
-	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_next.wasm
-	@# The schema-evolution scenarios' two builds, on a group of their own: today's DnsZone
-	@# (v1alpha1) and the next (v1alpha1 and v1beta1, converted by the plugin).
-	ORCHARD_PDNS_ZONE_GROUP=evolution.pdns.orchard.dev cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone
-	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_evolution_v1alpha1.wasm
-	ORCHARD_PDNS_ZONE_GROUP=evolution.pdns.orchard.dev ORCHARD_PLUGIN_BUILD=v1beta1 cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone --features v1beta1
-	cp $(PLUGIN_DIR)/pdns_zone.wasm $(PLUGIN_DIR)/pdns_zone_evolution_v1beta1.wasm
-	@# The conversion scenarios' fault fixture, on a group of its own: one version, then two.
-	ORCHARD_FAULTY_GROUP=convertible.fixtures.orchard.dev cargo build --profile plugin --target wasm32-wasip2 -p orchard-fixture-faulty
-	cp $(PLUGIN_DIR)/orchard_fixture_faulty.wasm $(PLUGIN_DIR)/faulty_convertible_v1alpha1.wasm
-	ORCHARD_FAULTY_GROUP=convertible.fixtures.orchard.dev cargo build --profile plugin --target wasm32-wasip2 -p orchard-fixture-faulty --features v1beta1
-	cp $(PLUGIN_DIR)/orchard_fixture_faulty.wasm $(PLUGIN_DIR)/faulty_convertible_v1beta1.wasm
-	cargo build --profile plugin --target wasm32-wasip2 $(PLUGINS)
+	@$(MAKE) --no-print-directory -j1 $(RUST_PLUGIN_VARIANTS)
+	$(CARGO_PLUGIN) $(PLUGINS)
 
 ## componentize-py (a venv), the npm packages of sdk/js, wasm-tools and wit-bindgen for Go
 ## and C; quick when already there.
@@ -71,11 +95,16 @@ guest-plugins: guest-tools
 	sdk/go/download.sh $(GO_PLUGIN_DIRS)
 	@$(MAKE) --no-print-directory $(GUEST_PLUGINS)
 
-$(PLUGIN_DIR)/rabbitmq_vhost.wasm: $(wildcard plugins/rabbitmq-vhost/*.py) $(PY_SDK) $(WIT)
-	sdk/python/build.sh plugins/rabbitmq-vhost $@
+$(PLUGIN_DIR)/rabbitmq_vhost.wasm: $(wildcard plugins/rabbitmq-vhost/*.py) $(RABBITMQ_CLIENT) $(PY_SDK) $(WIT)
+	sdk/python/build.sh plugins/rabbitmq-vhost $@ plugins/rabbitmq-client
 
 $(PLUGIN_DIR)/rabbitmq_queue.wasm: $(wildcard plugins/rabbitmq-queue/*.py) $(RABBITMQ_CLIENT) $(PY_SDK) $(WIT)
 	sdk/python/build.sh plugins/rabbitmq-queue $@ plugins/rabbitmq-client
+
+## The Python SDK's two-version example (world versioned-actuator-plugin), for
+## sdk/python/tests/component.sh in make test.
+$(PLUGIN_DIR)/python_versioned_example.wasm: $(wildcard sdk/python/examples/versioned/*.py) $(PY_SDK) $(WIT)
+	sdk/python/build.sh sdk/python/examples/versioned $@
 
 $(PLUGIN_DIR)/rabbitmq_user.wasm: $(wildcard plugins/rabbitmq-user/*.js) $(JS_SDK) $(WIT)
 	sdk/js/build.sh plugins/rabbitmq-user $@

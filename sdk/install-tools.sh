@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build tools of the Python, JavaScript, Go and C plugin SDKs. Idempotent, and quick when
 # nothing changed (a version check and a lockfile comparison):
-#   1. componentize-py, pinned in sdk/python/requirements.txt, into the venv
+#   1. componentize-py and the packages plugins bundle (requests …), pinned in
+#      sdk/python/requirements.txt, into the venv
 #      $ORCHARD_PYTHON_VENV (default ~/.cache/orchard/python-venv);
 #   2. sdk/js/node_modules from sdk/js/package-lock.json (`npm ci`), redone only when the
 #      lockfile changed since the last install;
@@ -14,12 +15,16 @@ set -euo pipefail
 SDK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log() { printf '[install-tools] %s\n' "$*" >&2; }
 
-# 1. componentize-py
+# 1. componentize-py and the pure-Python packages plugins bundle (requests …), pinned in
+#    requirements.txt, into one venv: the Python SDK's unit tests run with its python too, so
+#    they test the pinned versions, not whatever the system python has. Reinstalled when the
+#    requirements file changes.
 venv=${ORCHARD_PYTHON_VENV:-$HOME/.cache/orchard/python-venv}
 want=$(sed -n 's/^componentize-py==//p' "$SDK/python/requirements.txt")
-have=$("$venv/bin/componentize-py" --version 2>/dev/null | awk '{print $2}' || true)
-if [ "$have" != "$want" ]; then
-  log "componentize-py $want into $venv"
+stamp=$venv/.orchard-requirements.sha256
+req_sum=$(sha256sum "$SDK/python/requirements.txt" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$req_sum" ]; then
+  log "componentize-py $want and the bundled packages into $venv"
   command -v python3 >/dev/null || { log "error: python3 is required"; exit 1; }
   if [ ! -x "$venv/bin/pip" ]; then
     python3 -m venv "$venv" || {
@@ -28,8 +33,9 @@ if [ "$have" != "$want" ]; then
     }
   fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$SDK/python/requirements.txt"
+  echo "$req_sum" >"$stamp"
 else
-  log "componentize-py $want present"
+  log "componentize-py $want and the bundled packages present"
 fi
 
 # 2. npm packages

@@ -42,7 +42,8 @@ step "plugins (wasm32-wasip2)"
 make --no-print-directory plugins
 
 step "SDK unit tests (Python, JavaScript, Go, C)"
-python3 -m unittest discover -s sdk/python/tests
+# With the SDK's venv: the pinned requests the plugins bundle (sdk/python/requirements.txt).
+"${ORCHARD_PYTHON_VENV:-$HOME/.cache/orchard/python-venv}/bin/python" -m unittest discover -s sdk/python/tests
 (cd sdk/js && npm test --silent)
 (cd sdk/go && GOPROXY=off GOTOOLCHAIN=local go test ./...)
 bash sdk/go/test.sh sdk/go/examples/webhook
@@ -53,6 +54,10 @@ step "host and test binaries"
 cargo test --workspace --no-run
 # The C SDK's two-version example as a real component, described and converted by the CLI.
 bash sdk/c/tests/component.sh "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/orchard"
+# The Python SDK's two-version example likewise (and a one-version plugin that lists none).
+bash sdk/python/tests/component.sh "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/orchard" \
+  "$(realpath -m "${CARGO_TARGET_DIR:-target}")/wasm32-wasip2/plugin/rabbitmq_vhost.wasm" \
+  "$(realpath -m "${CARGO_TARGET_DIR:-target}")/wasm32-wasip2/plugin/python_versioned_example.wasm"
 
 step "lints and API docs (rustfmt, clippy pedantic, rustdoc, all as errors)"
 cargo fmt --all -- --check

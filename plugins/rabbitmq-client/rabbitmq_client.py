@@ -1,5 +1,7 @@
-"""A small client of the RabbitMQ management HTTP API (``/api``), over the Orchard Python SDK's
-HTTP helper so that it works inside a component and natively.
+"""A small client of the RabbitMQ management HTTP API (``/api``), with ``requests``: a session
+from ``orchard_sdk.requests_transport.session()``, over wasi:http inside the component and
+requests' own transport natively. Answers other than 2xx (and 404 where it means "not there")
+become the SDK's failures through ``http.check``.
 
 Credentials come from the object's credentials Secret: ``url`` (e.g.
 ``http://127.0.0.1:15672``, without ``/api``), ``username`` and ``password`` of a user with
@@ -12,6 +14,8 @@ from typing import Any, Dict, List, Optional
 
 from orchard_sdk import Object, http
 from orchard_sdk.http import quote
+# At module level, so that requests is in the component (it holds what the build imports).
+from orchard_sdk.requests_transport import session
 
 
 class Client:
@@ -19,33 +23,31 @@ class Client:
 
     def __init__(self, url: str, username: str, password: str) -> None:
         self.base = url.rstrip("/") + "/api"
-        self.auth = (username, password)
+        self.session = session()
+        self.session.auth = (username, password)
 
     @staticmethod
     def for_object(obj: Object) -> "Client":
         """The node named by the object's credentials."""
         return Client(obj.credential("url"), obj.credential("username"), obj.credential("password"))
 
-    def request(self, method: str, path: str, body: Any = None) -> http.Response:
-        # No `accept` header: some endpoints (vhost limits) answer 406 to one.
-        return http.request(method, self.base + path, json=body, auth=self.auth)
-
     def get(self, path: str, what: str) -> Optional[Any]:
         """The JSON at ``path``; ``None`` on 404."""
-        r = self.request("GET", path)
-        if r.status == 404:
+        r = self.session.get(self.base + path)
+        if r.status_code == 404:
             return None
-        return r.raise_for_status(what).json()
+        return http.check(r, what).json()
 
     def send(self, method: str, path: str, what: str, body: Any = None) -> None:
-        """A write that must succeed (2xx)."""
-        self.request(method, path, body).raise_for_status(what)
+        """A write that must succeed (2xx). (requests' ``Accept: */*`` is fine; an
+        ``Accept: application/json`` makes the vhost-limits endpoints answer 406.)"""
+        http.check(self.session.request(method, self.base + path, json=body), what)
 
     def remove(self, path: str, what: str) -> None:
         """A DELETE that is done when the object is already gone (404)."""
-        r = self.request("DELETE", path)
-        if r.status != 404:
-            r.raise_for_status(what)
+        r = self.session.delete(self.base + path)
+        if r.status_code != 404:
+            http.check(r, what)
 
     # -- virtual hosts -----------------------------------------------------------------------
 

@@ -7,8 +7,8 @@
   ``maxConnections``, ``maxQueues`` (``limits``, one optional sub-resource each); immutable:
   ``name``. Each change back is reported as a drift (old → new).
 
-It talks to RabbitMQ's management API with ``requests`` (a session from
-``orchard_sdk.requests_transport.session()``, over wasi:http inside the component): see ``Client``.
+It talks to RabbitMQ's management API with ``requests`` through ``rabbitmq_client.Client`` (a
+session from ``orchard_sdk.requests_transport.session()``, over wasi:http inside the component).
 """
 
 from __future__ import annotations
@@ -25,79 +25,11 @@ from orchard_sdk import (
     Status,
     ensure,
     export,
-    http,
     report,
 )
 from orchard_sdk.codec import camel
 from orchard_sdk.schema import immutable, schema_of
-from orchard_sdk.http import quote
-# At module level, so that requests is in the component (it holds what the build imports).
-from orchard_sdk.requests_transport import session
-
-
-class Client:
-    """The vhost endpoints of RabbitMQ's management API (``/api``), with ``requests``.
-
-    Credentials come from the object's credentials Secret: ``url`` (e.g.
-    ``http://127.0.0.1:15672``, without ``/api``), ``username`` and ``password`` of a user with
-    the ``administrator`` tag. Answers other than 2xx (and 404 where it means "not there")
-    become the SDK's failures through ``http.check``.
-    """
-
-    def __init__(self, url: str, username: str, password: str) -> None:
-        self.base = url.rstrip("/") + "/api"
-        self.session = session()
-        self.session.auth = (username, password)
-
-    @staticmethod
-    def for_object(obj: Object) -> "Client":
-        """The node named by the object's credentials."""
-        return Client(obj.credential("url"), obj.credential("username"), obj.credential("password"))
-
-    def get(self, path: str, what: str) -> Optional[Any]:
-        """The JSON at ``path``; ``None`` on 404."""
-        r = self.session.get(self.base + path)
-        if r.status_code == 404:
-            return None
-        return http.check(r, what).json()
-
-    def send(self, method: str, path: str, what: str, body: Any = None) -> None:
-        """A write that must succeed (2xx). (requests' ``Accept: */*`` is fine; an
-        ``Accept: application/json`` makes the vhost-limits endpoints answer 406.)"""
-        http.check(self.session.request(method, self.base + path, json=body), what)
-
-    def remove(self, path: str, what: str) -> None:
-        """A DELETE that is done when the object is already gone (404)."""
-        r = self.session.delete(self.base + path)
-        if r.status_code != 404:
-            http.check(r, what)
-
-    def vhost(self, name: str) -> Optional[Dict[str, Any]]:
-        return self.get(f"/vhosts/{quote(name)}", f"get vhost {name}")
-
-    def vhosts(self) -> List[Dict[str, Any]]:
-        return self.get("/vhosts", "list vhosts") or []
-
-    def put_vhost(self, name: str, description: str, tags: List[str], tracing: bool) -> None:
-        body = {"description": description, "tags": ",".join(tags), "tracing": tracing}
-        self.send("PUT", f"/vhosts/{quote(name)}", f"put vhost {name}", body)
-
-    def delete_vhost(self, name: str) -> None:
-        self.remove(f"/vhosts/{quote(name)}", f"delete vhost {name}")
-
-    def vhost_limits(self, name: str) -> Dict[str, int]:
-        """``{"max-queues": 10, ...}``; empty when none is set."""
-        found = self.get(f"/vhost-limits/{quote(name)}", f"get limits of vhost {name}") or []
-        return dict(found[0].get("value", {})) if found else {}
-
-    def set_vhost_limit(self, name: str, limit: str, value: int) -> None:
-        self.send(
-            "PUT", f"/vhost-limits/{quote(name)}/{limit}", f"set {limit} of vhost {name}",
-            {"value": value},
-        )
-
-    def delete_vhost_limit(self, name: str, limit: str) -> None:
-        self.remove(f"/vhost-limits/{quote(name)}/{limit}", f"delete {limit} of vhost {name}")
+from rabbitmq_client import Client
 
 
 def schema(**constraints) -> dict:

@@ -5,6 +5,9 @@
 #
 # The plugin folder holds `app.py`, whose `Actuator` is what the component exports (see
 # docs/writing-a-plugin/python.md). Extra paths are searched for imports too (shared modules).
+# The world is orchard:actuator/versioned-actuator-plugin when app.py binds `Conversion` at its
+# top level (a kind with several API versions: orchard_sdk.export_conversion), else
+# orchard:actuator/actuator-plugin, as before WIT 0.1.2 (orchard_sdk/_world.py reads app.py).
 # componentize-py comes from $COMPONENTIZE_PY, else PATH (e.g. an activated venv), else the
 # venv $ORCHARD_PYTHON_VENV (default ~/.cache/orchard/python-venv, made by sdk/install-tools.sh).
 #
@@ -18,7 +21,6 @@ set -euo pipefail
 
 SDK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$SDK/../.." && pwd)
-WORLD=orchard:actuator/actuator-plugin
 
 if [ $# -lt 2 ]; then
   echo "usage: $0 <plugin-dir> <out.wasm> [extra-python-path ...]" >&2
@@ -48,13 +50,16 @@ if [ "$have" != "$want" ]; then
   exit 1
 fi
 
+py=$(dirname "$cpy")/python
+[ -x "$py" ] || py=python3
+# -I: the script's folder (orchard_sdk, with its types.py and http.py) is not on sys.path.
+WORLD=$("$py" -I "$SDK/orchard_sdk/_world.py" "$plugin/app.py")
+
 # The bundled packages: every `name==version` of requirements.txt but componentize-py.
 pins=$(grep -E '^[A-Za-z0-9_.-]+==' "$SDK/requirements.txt" | grep -v '^componentize-py==' || true)
 guest_cache=${ORCHARD_PYTHON_GUEST_CACHE:-$HOME/.cache/orchard/python-guest}
 site=$guest_cache/$(printf '%s\n' "$pins" | sha256sum | cut -c1-16)
 if [ ! -f "$site/.complete" ]; then
-  py=$(dirname "$cpy")/python
-  [ -x "$py" ] || py=python3
   mkdir -p "$guest_cache"
   staging=$(mktemp -d "$guest_cache/.staging.XXXXXX")
   printf '%s\n' "$pins" > "$staging/requirements.txt"
@@ -79,4 +84,8 @@ trap 'rm -rf "$tmp"' EXIT
 # VIRTUAL_ENV is where componentize-py looks for site-packages (else it takes the machine's).
 VIRTUAL_ENV=$site "$cpy" -d "$ROOT/wit" -w "$WORLD" componentize "${paths[@]}" app -o "$tmp/out.wasm" >&2
 mv "$tmp/out.wasm" "$out"
-echo "built $out ($(du -h "$out" | cut -f1))" >&2
+if [ "$WORLD" = orchard:actuator/actuator-plugin ]; then
+  echo "built $out ($(du -h "$out" | cut -f1))" >&2
+else
+  echo "built $out ($(du -h "$out" | cut -f1), world ${WORLD#orchard:actuator/})" >&2
+fi

@@ -1266,4 +1266,201 @@ mod tests {
             MESSAGE_MAX_BYTES
         );
     }
+
+    /// A version of `good_description()`'s kind: object schemas, `v1alpha1`'s the
+    /// description's own.
+    fn api_version(name: &str, storage: bool) -> RawApiVersion {
+        RawApiVersion {
+            name: name.into(),
+            resource_schema: r#"{"type":"object"}"#.into(),
+            filter_schema: Some(r#"{"type":"object"}"#.into()),
+            observed_schema: r#"{"type":"object"}"#.into(),
+            storage,
+        }
+    }
+
+    /// `v1alpha1` (the description's) and `v1beta1`, the storage version, of another shape.
+    fn good_versions() -> Vec<RawApiVersion> {
+        let mut beta = api_version("v1beta1", true);
+        beta.resource_schema =
+            r#"{"type":"object","properties":{"nameServers":{"type":"array"}}}"#.into();
+        vec![api_version("v1alpha1", false), beta]
+    }
+
+    #[test]
+    fn valid_versions_pass_with_their_schemas_parsed_and_the_storage_one_marked() {
+        let d = b().description(good_description()).unwrap();
+        let v = Boundary::new("faulty", "versions")
+            .versions(&d, good_versions())
+            .unwrap();
+        assert_eq!(
+            v.iter()
+                .map(|v| (v.name.as_str(), v.storage))
+                .collect::<Vec<_>>(),
+            [("v1alpha1", false), ("v1beta1", true)]
+        );
+        assert_eq!(
+            v[1].resource_schema["properties"]["nameServers"]["type"],
+            "array"
+        );
+        assert_eq!(v[0].filter_schema, d.filter_schema);
+    }
+
+    #[test]
+    fn an_empty_version_list_means_the_kind_has_one_version() {
+        let d = b().description(good_description()).unwrap();
+        let v = Boundary::new("faulty", "versions")
+            .versions(&d, Vec::new())
+            .unwrap();
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn every_versions_rule_refuses_what_it_must_naming_the_plugin_and_the_version() {
+        type Edit = fn(&mut Vec<RawApiVersion>);
+        /// The rule and the beginning of the detail a row is refused with (none: it passes).
+        type Refusal = Option<(Rule, &'static str)>;
+        let cases: &[(&str, Edit, Refusal)] = &[
+            (
+                "16 versions, the most allowed",
+                |v| v.extend((3..=16).map(|i| api_version(&format!("v{i}"), false))),
+                None,
+            ),
+            (
+                "17 versions",
+                |v| v.extend((3..=17).map(|i| api_version(&format!("v{i}"), false))),
+                Some((Rule::Versions, "17 versions listed, at most 16")),
+            ),
+            (
+                "a version listed twice",
+                |v| v.push(api_version("v1beta1", false)),
+                Some((Rule::Versions, "version v1beta1 is listed twice")),
+            ),
+            (
+                "a version name that is not a DNS-1123 label",
+                |v| v[1].name = "V1.Beta".into(),
+                Some((
+                    Rule::Versions,
+                    "version \"V1.Beta\" must be a DNS-1123 label",
+                )),
+            ),
+            (
+                "an empty version name",
+                |v| v[1].name = String::new(),
+                Some((Rule::Versions, "version \"\" must be a DNS-1123 label")),
+            ),
+            (
+                "no storage version",
+                |v| v[1].storage = false,
+                Some((
+                    Rule::Versions,
+                    "exactly one version must be the storage version, 0 are ()",
+                )),
+            ),
+            (
+                "two storage versions",
+                |v| v[0].storage = true,
+                Some((
+                    Rule::Versions,
+                    "exactly one version must be the storage version, 2 are (v1alpha1, v1beta1)",
+                )),
+            ),
+            (
+                "the description's version at storage",
+                |v| {
+                    v[0].storage = true;
+                    v[1].storage = false;
+                },
+                None,
+            ),
+            (
+                "the description's version not listed",
+                |v| v[0].name = "v1alpha2".into(),
+                Some((
+                    Rule::Versions,
+                    "the description's version v1alpha1 is not listed (the host calls the actuator at it)",
+                )),
+            ),
+            (
+                "the description's version with another resource schema",
+                |v| v[0].resource_schema = r#"{"type":"object","maxProperties":3}"#.into(),
+                Some((
+                    Rule::Versions,
+                    "version v1alpha1 lists other schemas than the description's, which is at that version",
+                )),
+            ),
+            (
+                "the description's version with another observed schema",
+                |v| v[0].observed_schema = r#"{"type":"object","properties":{}}"#.into(),
+                Some((
+                    Rule::Versions,
+                    "version v1alpha1 lists other schemas than the description's, which is at that version",
+                )),
+            ),
+            (
+                "the description's version without its filter schema",
+                |v| v[0].filter_schema = None,
+                Some((
+                    Rule::Versions,
+                    "version v1alpha1 lists other schemas than the description's, which is at that version",
+                )),
+            ),
+            (
+                "the description's schemas written with other spacing",
+                |v| v[0].resource_schema = r#"{ "type" : "object" }"#.into(),
+                None,
+            ),
+            (
+                "another version's resource schema that does not parse",
+                |v| v[1].resource_schema = "{".into(),
+                Some((Rule::Json, "version v1beta1: resource-schema: ")),
+            ),
+            (
+                "another version's observed schema that is an array",
+                |v| v[1].observed_schema = "[]".into(),
+                Some((
+                    Rule::Schema,
+                    "version v1beta1: observed-schema must be a JSON object",
+                )),
+            ),
+            (
+                "another version's filter schema that is a string",
+                |v| v[1].filter_schema = Some(r#""x""#.into()),
+                Some((
+                    Rule::Schema,
+                    "version v1beta1: filter-schema must be a JSON object",
+                )),
+            ),
+            (
+                "another version's schema over the size limit",
+                |v| {
+                    v[1].resource_schema = format!(r#"{{"d":"{}"}}"#, "x".repeat(SCHEMA_MAX_BYTES));
+                },
+                Some((
+                    Rule::Schema,
+                    "version v1beta1: resource-schema is 262152 bytes, at most 262144",
+                )),
+            ),
+        ];
+        let d = b().description(good_description()).unwrap();
+        for (case, edit, expected) in cases {
+            let mut v = good_versions();
+            edit(&mut v);
+            let got = Boundary::new("faulty", "versions").versions(&d, v);
+            match (got, expected) {
+                (Ok(_), None) => {}
+                (Err(e), Some((rule, detail))) => {
+                    let text = e.to_string();
+                    let head =
+                        format!("plugin faulty: versions broke the contract (rule {rule}): ");
+                    assert!(
+                        text.strip_prefix(&head)
+                            .is_some_and(|rest| rest.starts_with(detail)),
+                        "{case}: {text}"
+                    );
+                }
+                (got, expected) => panic!("{case}: got {got:?}, expected {expected:?}"),
+            }
+        }
+    }
 }

@@ -445,3 +445,215 @@ pub async fn apply_crd(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "test code")]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
+
+    use super::*;
+    use crate::actuator::ApiVersion;
+
+    /// `DnsZone` at `v1alpha1` alone (no `conversion.versions`).
+    fn one_version() -> Description {
+        Description {
+            name: "pdns-zone".into(),
+            group: "pdns.orchard.dev".into(),
+            version: "v1alpha1".into(),
+            kind: "DnsZone".into(),
+            plural: "dnszones".into(),
+            resource_schema: json!({"type": "object", "properties": {
+                "nameservers": {"type": "array", "items": {"type": "string"}}
+            }}),
+            filter_schema: None,
+            observed_schema: json!({"type": "object"}),
+            dependencies: vec![],
+            needs_credentials: true,
+            versions: vec![],
+        }
+    }
+
+    /// `DnsZone` at `v1alpha1` (the description's) and `v1beta1`, the storage version.
+    fn two_versions() -> Description {
+        let d = one_version();
+        let version = |name: &str, resource_schema: Value, storage| ApiVersion {
+            name: name.into(),
+            resource_schema,
+            filter_schema: None,
+            observed_schema: d.observed_schema.clone(),
+            storage,
+        };
+        Description {
+            versions: vec![
+                version("v1alpha1", d.resource_schema.clone(), false),
+                version(
+                    "v1beta1",
+                    json!({"type": "object", "properties": {
+                        "nameServers": {"type": "array", "items": {"type": "object"}}
+                    }}),
+                    true,
+                ),
+            ],
+            ..d
+        }
+    }
+
+    /// The `clientConfig` the host publishes for `--conversion-webhook-service`.
+    fn service_webhook() -> Webhook {
+        Webhook {
+            client_config: json!({
+                "service": {"namespace": "orchard", "name": "orchard-webhook", "port": 443,
+                            "path": "/convert"},
+                "caBundle": "LS0tLS1CRUdJTi…"
+            }),
+        }
+    }
+
+    /// `(name, served, storage)` of each entry of `spec.versions`.
+    fn listed(crd: &Value) -> Vec<(String, bool, bool)> {
+        crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["name"].as_str().unwrap().to_owned(),
+                    v["served"].as_bool().unwrap(),
+                    v["storage"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_kind_with_one_version_is_stored_at_it_and_has_no_conversion() {
+        let crd = crd(&one_version());
+        assert_eq!(listed(&crd), [("v1alpha1".to_owned(), true, true)]);
+        assert!(crd["spec"].get("conversion").is_none(), "{crd}");
+        // The webhook changes nothing for it: there is nothing to convert.
+        assert_eq!(crd_with(&one_version(), Some(&service_webhook())), crd);
+    }
+
+    #[test]
+    fn a_multi_version_crd_lists_every_version_served_with_exactly_one_storage_version() {
+        let d = two_versions();
+        let crd = crd_with(&d, Some(&service_webhook()));
+        assert_eq!(
+            listed(&crd),
+            [
+                ("v1alpha1".to_owned(), true, false),
+                ("v1beta1".to_owned(), true, true)
+            ]
+        );
+        // Each version holds its own schema inside the same envelope.
+        for (i, v) in d.versions.iter().enumerate() {
+            let spec = &crd["spec"]["versions"][i]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                ["properties"];
+            assert_eq!(spec["resource"], v.resource_schema, "{}", v.name);
+            assert!(spec["credentialsRef"].is_object(), "{}", v.name);
+            assert_eq!(
+                crd["spec"]["versions"][i]["subresources"],
+                json!({"status": {}}),
+                "{}",
+                v.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_multi_version_crd_converts_by_the_webhook_with_its_client_config_and_ca_bundle() {
+        let webhook = service_webhook();
+        let crd = crd_with(&two_versions(), Some(&webhook));
+        assert_eq!(
+            crd["spec"]["conversion"],
+            json!({
+                "strategy": "Webhook",
+                "webhook": {
+                    "conversionReviewVersions": ["v1"],
+                    "clientConfig": {
+                        "service": {"namespace": "orchard", "name": "orchard-webhook",
+                                    "port": 443, "path": "/convert"},
+                        "caBundle": "LS0tLS1CRUdJTi…"
+                    }
+                }
+            })
+        );
+        let url = Webhook {
+            client_config: json!({"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="}),
+        };
+        assert_eq!(
+            crd_with(&two_versions(), Some(&url))["spec"]["conversion"]["webhook"]["clientConfig"],
+            url.client_config
+        );
+    }
+
+    #[test]
+    fn a_multi_version_crd_built_without_a_webhook_says_strategy_none() {
+        let crd = crd_with(&two_versions(), None);
+        assert_eq!(crd["spec"]["conversion"], json!({"strategy": "None"}));
+    }
+
+    /// An apiserver that answers nothing: it counts the requests it gets, each fails.
+    #[derive(Clone, Default)]
+    struct NoApiserver(Arc<AtomicUsize>);
+
+    impl tower::Service<http::Request<kube::client::Body>> for NoApiserver {
+        type Response = http::Response<http_body_util::Full<bytes::Bytes>>;
+        type Error = std::io::Error;
+        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<kube::client::Body>) -> Self::Future {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err(std::io::Error::other("no apiserver in a unit test")))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_multi_version_kind_without_a_webhook_is_refused_before_the_apiserver_is_asked() {
+        let apiserver = NoApiserver::default();
+        let client = kube::Client::new(apiserver.clone(), "default");
+        for installs in [true, false] {
+            let refused = ensure(&client, &two_versions(), installs, None).await;
+            match refused {
+                Err(InstallError::NoWebhook { name, versions }) => {
+                    assert_eq!(name, "dnszones.pdns.orchard.dev");
+                    assert_eq!(versions, "v1alpha1, v1beta1");
+                }
+                other => panic!("install={installs}: {other:?}"),
+            }
+        }
+        assert_eq!(apiserver.0.load(Ordering::SeqCst), 0);
+        let text = install(&client, &two_versions(), None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            text,
+            "CRD dnszones.pdns.orchard.dev lists versions v1alpha1, v1beta1, converted by the plugin: this host must serve the conversion webhook (--conversion-webhook-addr)"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_multi_version_kind_with_a_webhook_or_a_one_version_kind_goes_on_to_the_apiserver() {
+        for (d, webhook) in [
+            (two_versions(), Some(service_webhook())),
+            (one_version(), None),
+        ] {
+            let apiserver = NoApiserver::default();
+            let client = kube::Client::new(apiserver.clone(), "default");
+            let result = install(&client, &d, webhook.as_ref()).await;
+            assert!(
+                matches!(result, Err(InstallError::Apply { .. })),
+                "{}: {result:?}",
+                d.versions.len()
+            );
+            assert!(apiserver.0.load(Ordering::SeqCst) > 0);
+        }
+    }
+}

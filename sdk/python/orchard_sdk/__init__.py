@@ -11,18 +11,23 @@ from the plugin's ``app.py``::
 
     Actuator = export(Vhost)   # the name componentize-py looks for
 
+A kind with several API versions also overrides ``versions`` and ``convert`` and binds
+``Conversion = export_conversion(Vhost)`` (see :mod:`orchard_sdk.versions`).
+
 Build with ``sdk/python/build.sh <plugin-dir> <out.wasm>``. The same classes run natively (a
 plain ``python3``, HTTP over ``urllib``) for unit tests.
 """
 
 from . import codec, http, log, report
-from ._export import export
+from ._export import export, export_conversion
 from .actuator import Actuator, Raw
 from .codec import DecodeError, decode, encode
 from .errors import Failure, InvalidConfiguration, Transient, Unrecoverable
 from .handler import ResourceHandler, ensure
 from .types import (
+    ApiVersion,
     Availability,
+    Convertible,
     Dependency,
     DependencyDecl,
     Description,
@@ -35,11 +40,12 @@ from .types import (
     WaitingOnExternal,
     WaitingOnObject,
 )
+from .versions import check_round_trip, check_versions
 
 __all__ = [
-    "Actuator", "Availability", "DecodeError", "Dependency", "DependencyDecl", "Description",
-    "Failure", "InvalidConfiguration", "NeedsRefresh", "Object", "Progress", "Raw",
-    "Resource", "ResourceHandler", "Status", "Transient", "Unrecoverable", "WaitEvent",
-    "WaitingOnExternal", "WaitingOnObject", "codec", "decode", "encode", "ensure", "export",
-    "http", "log", "report",
+    "Actuator", "ApiVersion", "Availability", "Convertible", "DecodeError", "Dependency",
+    "DependencyDecl", "Description", "Failure", "InvalidConfiguration", "NeedsRefresh", "Object",
+    "Progress", "Raw", "Resource", "ResourceHandler", "Status", "Transient", "Unrecoverable",
+    "WaitEvent", "WaitingOnExternal", "WaitingOnObject", "check_round_trip", "check_versions",
+    "codec", "decode", "encode", "ensure", "export", "export_conversion", "http", "log", "report",
 ]

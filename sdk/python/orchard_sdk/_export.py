@@ -1,6 +1,7 @@
 """The glue between componentize-py's generated bindings and :class:`~orchard_sdk.actuator.Raw`:
-one export class for every :class:`~orchard_sdk.Actuator`. Used through
-:func:`orchard_sdk.export`."""
+one export class for every :class:`~orchard_sdk.Actuator`, and one more for the
+``orchard:actuator/conversion`` export of a kind with several API versions. Used through
+:func:`orchard_sdk.export` and :func:`orchard_sdk.export_conversion`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .codec import prepare, sample
 from .errors import Failure
 from .types import (
     Availability,
+    Convertible,
     Dependency,
     Description,
     NeedsRefresh,
@@ -34,6 +36,14 @@ try:  # inside a component
 except ImportError:  # natively: the class can be made, not called
     wit = None
     _Protocol = object
+
+try:  # inside a component of world versioned-actuator-plugin
+    from wit_world.exports import conversion as wit_conversion
+
+    _ConversionProtocol: Any = _exports.Conversion
+except ImportError:  # natively, or world actuator-plugin (one version)
+    wit_conversion = None
+    _ConversionProtocol = object
 
 
 def _object(o: Any) -> Object:
@@ -144,6 +154,17 @@ def export(actuator: Type[Actuator], *, warm_up: bool = True) -> type:
     # Resolved now, at build time: the hints become part of the component's snapshot.
     for tp in (actuator.spec_type, actuator.filter_type, actuator.state_type):
         prepare(tp)
+    if wit is not None and wit_conversion is None:
+        # Built for world actuator-plugin (app.py binds no `Conversion`): versions the actuator
+        # lists would silently not be served, so the build fails instead.
+        listed = Raw(actuator()).versions()
+        if listed:
+            raise RuntimeError(
+                f"{actuator.__name__} lists API versions ({', '.join(v.name for v in listed)}) but "
+                f"app.py binds no `Conversion`: add `Conversion = export_conversion("
+                f"{actuator.__name__})` so that sdk/python/build.sh builds world "
+                "versioned-actuator-plugin"
+            )
 
     def raw() -> Raw:
         return Raw(actuator())
@@ -211,6 +232,52 @@ def export(actuator: Type[Actuator], *, warm_up: bool = True) -> type:
     # costs the host a system call and fresh pages every time (milliseconds per call).
     reserve = bytearray(HEAP_RESERVE)
     del reserve
+    return Exported
+
+
+def export_conversion(actuator: Type[Actuator]) -> type:
+    """The class componentize-py exports as ``orchard:actuator/conversion`` for ``actuator``'s
+    ``versions`` and ``convert``. Bind it to the name ``Conversion`` in the plugin's ``app``
+    module, beside ``Actuator``::
+
+        Actuator = orchard_sdk.export(Upstream)
+        Conversion = orchard_sdk.export_conversion(Upstream)
+
+    ``sdk/python/build.sh`` builds world ``versioned-actuator-plugin`` for a plugin whose
+    ``app.py`` binds ``Conversion`` at its top level, world ``actuator-plugin`` otherwise.
+
+    The versions are read and checked once, now (while the component is built, or natively
+    when a test imports ``app``): a list that breaks the contract raises ``ValueError`` naming
+    the rule, which fails the build. ``convert`` runs through :meth:`Raw.convert`: a version
+    the kind does not list is an ``Unrecoverable`` failure naming it, a document that is not
+    JSON an ``InvalidConfiguration`` one naming the field.
+    """
+    listed = Raw(actuator()).versions()
+    names = [v.name for v in listed]
+
+    class Exported(_ConversionProtocol):  # type: ignore[misc, valid-type]
+        def versions(self) -> List[Any]:
+            return [
+                wit_conversion.ApiVersion(
+                    v.name, v.resource_schema, v.filter_schema, v.observed_schema, v.storage
+                )
+                for v in listed
+            ]
+
+        def convert(self, obj: Any, from_: str, to: str) -> Any:
+            c = Convertible(obj.resource, obj.filter, obj.observed, dict(obj.annotations))
+            try:
+                out = Raw(actuator()).convert(c, from_, to, listed=names)
+            except Failure as f:
+                raise Err(_failure(f)) from None
+            return wit_conversion.Convertible(
+                out.resource, out.filter, out.observed, list(out.annotations.items())
+            )
+
+    Exported.__name__ = Exported.__qualname__ = "Conversion"
+    Exported.__doc__ = f"componentize-py export of {actuator.__name__}'s API versions"
+    #: The checked versions (schemas as JSON text), for tests.
+    Exported.listed = listed  # type: ignore[attr-defined]
     return Exported
 
 

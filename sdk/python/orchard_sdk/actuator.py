@@ -4,20 +4,31 @@ The contract of each method is the one written in ``wit/actuator.wit``; in short
 method MUST be idempotent; ``create`` MUST NOT do anything fallible after the primary resource
 exists; ``get_by_id`` returns ``None`` when the resource is gone; ``list_for_adoption`` returns
 ``None`` where adoption does not apply; ``delete`` SHOULD NOT fail when the resource is already
-gone.
+gone. A kind with several API versions also overrides ``versions`` and ``convert`` (WIT
+interface ``conversion``, exported by :func:`orchard_sdk.export_conversion`).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import traceback
-from typing import Any, Generic, List, Optional, Tuple, TypeVar, Union
+from typing import Any, Generic, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import log
 from .codec import DecodeError, decode, encode
 from .errors import Failure, InvalidConfiguration, Transient, Unrecoverable, from_exception
-from .types import Availability, Description, Object, Resource, Status, json_text
+from .types import (
+    ApiVersion,
+    Availability,
+    Convertible,
+    Description,
+    Object,
+    Resource,
+    Status,
+    json_text,
+)
 
 S = TypeVar("S")
 F = TypeVar("F")
@@ -26,6 +37,13 @@ T = TypeVar("T")
 
 #: Compact JSON; made once (at build time, inside a component) rather than on every call.
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
+#: The same, refusing NaN and infinities (not JSON), for the documents ``convert`` answers: the
+#: host would refuse the whole answer for one.
+_strict_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+#: At most this many API versions (the host's bound, wit/actuator.wit).
+VERSIONS_MAX = 16
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class Actuator(Generic[S, F, T]):
@@ -96,6 +114,48 @@ class Actuator(Generic[S, F, T]):
     def observed(self, res: Resource[T]) -> Any:
         """``status.resource`` (a JSON value); the state itself by default."""
         return encode(res.state)
+
+    # -- several API versions (WIT interface `conversion`, since 0.1.2) ----------------------
+
+    def versions(self) -> List[ApiVersion]:
+        """Every API version of the kind, oldest first, when it has several (see
+        docs/schema-evolution.md); may also be a class attribute (a list).
+
+        - MUST be pure: the same answer every time, no I/O (the SDK reads it once, while the
+          component is built).
+        - MUST list ``describe().version`` with exactly the description's schemas
+          (``self.describe().api_version(storage=…)`` gives it): that is the version the host
+          watches and every other method sees; the apiserver converts the others through
+          ``convert``.
+        - Exactly one version says ``storage=True``; at most 16 versions; names are DNS-1123
+          labels (``v1``, ``v1beta1``…).
+
+        Default: ``[]`` — the kind has one version, the description's. A plugin that lists
+        versions binds ``Conversion = export_conversion(MyActuator)`` in ``app.py``.
+        """
+        return []
+
+    def convert(self, obj: Convertible, from_version: str, to_version: str) -> Convertible:
+        """Converts one object's documents from ``from_version`` to ``to_version``: two
+        different names ``versions`` lists (the SDK refuses any other pair, and answers the
+        object as it is when both are the same, without calling this). ``obj`` holds parsed
+        JSON values and a copy of the annotations (a ``dict``, the plugin's to change); return
+        the object at ``to_version``, e.g. ``dataclasses.replace(obj, resource=changed)``.
+
+        - MUST preserve every field: converting to another version and back MUST give the
+          object that went in (:func:`orchard_sdk.check_round_trip` checks it in a unit
+          test). What ``to_version`` cannot hold goes into an annotation under the kind's
+          group (``<group>/…``), the only annotations the host writes back.
+        - MUST NOT do I/O: the host denies every outbound request during the call.
+
+        Raise failures as in every method (:class:`InvalidConfiguration` for a document the
+        user must fix); any other exception becomes a ``Transient`` failure. A failure fails
+        the apiserver's request for that object, naming the plugin, the object and the
+        failure. Default: an ``Unrecoverable`` failure (one version: nothing to convert).
+        """
+        raise Unrecoverable(
+            f"this plugin serves one API version (asked to convert {from_version} to {to_version})"
+        )
 
 
 def _status(value: Union[None, Status, Failure]) -> Status:
@@ -245,6 +305,152 @@ class Raw:
         except Exception as e:
             _report("observed", e)
             return "null"
+
+    # -- conversion --------------------------------------------------------------------------
+
+    def versions(self) -> List[ApiVersion]:
+        """The actuator's versions with their schemas as JSON text, checked against the
+        contract (``[]``: one version). WIT ``versions`` has no failure to answer: a plugin
+        error raises ``ValueError`` (or ``TypeError``) naming the actuator and the rule, which
+        fails the build when :func:`orchard_sdk.export_conversion` reads them."""
+        a = self.a
+        owner = f"{type(a).__name__}.versions"
+        listed = a.versions() if callable(a.versions) else a.versions
+        if listed is None:
+            return []
+        if not isinstance(listed, (list, tuple)):
+            raise TypeError(f"{owner} must be a list of ApiVersion, got {type(listed).__name__}")
+        if len(listed) == 0:
+            return []
+        if len(listed) > VERSIONS_MAX:
+            raise ValueError(f"{owner}: {len(listed)} versions listed, at most {VERSIONS_MAX}")
+        out: List[ApiVersion] = []
+        for v in listed:
+            if not isinstance(v, ApiVersion):
+                raise TypeError(f"{owner} must list ApiVersion values, got {type(v).__name__}")
+            if not isinstance(v.name, str) or not _DNS_LABEL.fullmatch(v.name):
+                raise ValueError(
+                    f"{owner}: version {v.name!r} must be a DNS-1123 label (e.g. v1beta1)"
+                )
+            if any(seen.name == v.name for seen in out):
+                raise ValueError(f"{owner}: version {v.name} is listed twice")
+            if not isinstance(v.storage, bool):
+                raise TypeError(
+                    f"{owner}: version {v.name}: storage must be a bool, got {v.storage!r}"
+                )
+            schema = lambda field: _schema_text(owner, v.name, field, getattr(v, field))  # noqa: E731
+            out.append(
+                ApiVersion(
+                    name=v.name,
+                    resource_schema=schema("resource_schema"),
+                    observed_schema=schema("observed_schema"),
+                    filter_schema=None if v.filter_schema is None else schema("filter_schema"),
+                    storage=v.storage,
+                )
+            )
+        storage = [v.name for v in out if v.storage]
+        if len(storage) != 1:
+            raise ValueError(
+                f"{owner}: exactly one version must be the storage version, {len(storage)} are"
+                + (f" ({', '.join(storage)})" if storage else "")
+            )
+        d = self.describe()
+        at = next((v for v in out if v.name == d.version), None)
+        if at is None:
+            raise ValueError(
+                f"{owner}: the description's version {d.version} is not listed "
+                f"(every other method works at it): list self.describe().api_version(storage=...)"
+            )
+        if not (
+            _same_json(at.resource_schema, d.resource_schema)
+            and _same_json(at.observed_schema, d.observed_schema)
+            and _same_json(at.filter_schema, d.filter_schema)
+        ):
+            raise ValueError(
+                f"{owner}: version {d.version} lists other schemas than the description's, which "
+                f"is at that version: list self.describe().api_version(storage=...)"
+            )
+        return out
+
+    def convert(
+        self,
+        obj: Convertible,
+        from_version: str,
+        to_version: str,
+        listed: Optional[Sequence[str]] = None,
+    ) -> Convertible:
+        """``obj`` (its documents JSON text, or ``None``) converted from ``from_version`` to
+        ``to_version``, its documents JSON text. Raises :class:`Failure` only: an
+        ``Unrecoverable`` one for a version the kind does not list, an ``InvalidConfiguration``
+        one naming the document that is not JSON. ``listed``: the kind's version names, when
+        the caller has read them already (the export reads them once, at build time)."""
+        try:
+            names = [v.name for v in self.versions()] if listed is None else list(listed)
+            if not names:
+                raise Unrecoverable(
+                    "this plugin serves one API version "
+                    f"(asked to convert {from_version} to {to_version})"
+                )
+            if from_version not in names or to_version not in names:
+                raise Unrecoverable(
+                    f"this plugin serves versions {', '.join(names)}: "
+                    f"cannot convert {from_version} to {to_version}"
+                )
+            if from_version == to_version:
+                # Nothing to convert: the object as it came, byte for byte.
+                return Convertible(obj.resource, obj.filter, obj.observed, dict(obj.annotations))
+            parsed = Convertible(
+                resource=_document(obj.resource, "spec.resource", from_version),
+                filter=_document(obj.filter, "spec.import.filter", from_version),
+                observed=_document(obj.observed, "status.resource", from_version),
+                # The plugin's own copy: what it changes in place is not the caller's.
+                annotations=dict(obj.annotations),
+            )
+            out = self.a.convert(parsed, from_version, to_version)
+            if not isinstance(out, Convertible):
+                raise TypeError(f"convert must return a Convertible, got {type(out).__name__}")
+            annotations = out.annotations
+            if not isinstance(annotations, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
+            ):
+                raise TypeError(
+                    f"convert must return annotations as a dict of str to str, got {annotations!r}"
+                )
+            text = lambda v: None if v is None else _strict_dumps(encode(v))  # noqa: E731
+            return Convertible(
+                text(out.resource), text(out.filter), text(out.observed), dict(annotations)
+            )
+        except Exception as e:
+            raise _report(f"convert {from_version} to {to_version}", e) from None
+
+
+def _schema_text(owner: str, version: str, field: str, schema: Any) -> str:
+    """A version's schema as JSON text, which MUST be a JSON object."""
+    try:
+        text = json_text(schema)
+        value = json.loads(text)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{owner}: version {version}: {field} is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{owner}: version {version}: {field} must be a JSON object")
+    return text
+
+
+def _same_json(text: Optional[str], schema: Any) -> bool:
+    """Whether a version's schema (text, or ``None``) is the description's (a value or text)."""
+    if text is None or schema is None:
+        return text is None and schema is None
+    return json.loads(text) == json.loads(json_text(schema))
+
+
+def _document(text: Optional[str], field: str, version: str) -> Any:
+    """One document of a :class:`Convertible`, parsed; ``None`` when the object has none."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InvalidConfiguration(f"{field} at version {version} is not JSON: {e}") from None
 
 
 def _decode(tp: Any, text: Any, path: str, name: str) -> Any:

@@ -220,6 +220,51 @@ class Description:
     dependencies: List[DependencyDecl] = field(default_factory=list)
     needs_credentials: bool = False
 
+    def api_version(self, storage: bool) -> "ApiVersion":
+        """The description's own version as an :class:`ApiVersion`, with the description's
+        schemas: the version ``Actuator.versions`` MUST list, since every other method of the
+        actuator works at it (the apiserver converts the others through ``convert``)."""
+        return ApiVersion(
+            name=self.version,
+            resource_schema=self.resource_schema,
+            observed_schema=self.observed_schema,
+            filter_schema=self.filter_schema,
+            storage=storage,
+        )
+
+
+@dataclass(frozen=True)
+class ApiVersion:
+    """One API version of the kind (WIT ``conversion.api-version``, since 0.1.2). Schemas are
+    OpenAPI v3 as Python values (dicts, e.g. ``schema_of(SpecV1alpha1)``) or JSON text, as in
+    :class:`Description`; ``filter_schema=None``: no import by filter at this version. Exactly
+    one version of the kind says ``storage=True``: the version objects are stored at."""
+
+    name: str
+    resource_schema: Any
+    observed_schema: Any
+    filter_schema: Any = None
+    storage: bool = False
+
+
+@dataclass
+class Convertible:
+    """The parts of one object that change shape between API versions (WIT
+    ``conversion.convertible``); the host keeps the rest of the object (metadata,
+    ``credentialsRef``, conditions, ``status.id``…) as it is.
+
+    ``resource`` (``spec.resource``), ``filter`` (``spec.import.filter``) and ``observed``
+    (``status.resource``) are parsed JSON values in ``Actuator.convert`` and JSON text at the
+    boundary (:class:`Raw`); ``None``: the object has none (the host treats a JSON ``null``
+    the same way). ``annotations`` are all the object's annotations: a conversion MAY keep
+    what the other version cannot hold under keys of the kind's group (``<group>/…``), the
+    only ones the host writes back."""
+
+    resource: Any = None
+    filter: Any = None
+    observed: Any = None
+    annotations: Dict[str, str] = field(default_factory=dict)
+
 
 def json_text(value: Any) -> str:
     """A value as compact JSON text; text is passed through unchanged."""

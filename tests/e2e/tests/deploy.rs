@@ -229,6 +229,93 @@ async fn the_helm_chart_turns_traces_on_with_the_standard_otlp_variables_only_wh
     Ok(())
 }
 
+#[tokio::test]
+async fn the_helm_chart_serves_the_conversion_webhook_and_grants_the_storage_migration_only_when_asked()
+-> anyhow::Result<()> {
+    let env = TestEnv::load()?;
+    let rendered = run(&mut helm_template(
+        &env,
+        "conversionWebhook.enabled=true,conversionWebhook.certSecret=orchard-webhook-tls,pluginObjects.installCRDs=true",
+    ))?;
+    let manifests = docs(&rendered)?;
+    let pod = &the_deployment(&manifests)?["spec"]["template"]["spec"];
+    let args = args_of(&pod["containers"][0])?;
+    for flag in [
+        "--conversion-webhook-addr=0.0.0.0:9443",
+        "--conversion-webhook-service=orchard-system/orchard-webhook:443",
+        "--conversion-webhook-cert-dir=/etc/orchard/webhook-cert",
+    ] {
+        assert!(args.contains(&flag), "{flag} missing: {args:?}");
+    }
+    let secret = pod["volumes"]
+        .as_array()
+        .context("volumes")?
+        .iter()
+        .find(|v| v["name"] == "webhook-cert")
+        .context("no webhook-cert volume")?;
+    assert_eq!(secret["secret"]["secretName"], "orchard-webhook-tls");
+    assert!(
+        manifests
+            .iter()
+            .any(|m| m["kind"] == "Service" && m["metadata"]["name"] == "orchard-webhook"),
+        "no webhook Service: {rendered}"
+    );
+    // The storage migration replaces each object (update on the kinds) and then sets the
+    // CRD's storedVersions (patch on customresourcedefinitions/status).
+    let grants = |rules: &Value, resource: &str, verb: &str| {
+        rules.as_array().into_iter().flatten().any(|r| {
+            r["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|x| x == resource)
+                && r["verbs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| v == verb)
+        })
+    };
+    let rules = cluster_role_rules(&manifests)?;
+    for resource in ["dnszones", "dnsrecords"] {
+        assert!(
+            grants(&rules, resource, "update"),
+            "no update on {resource}: {rules:#}"
+        );
+    }
+    assert!(
+        grants(&rules, "customresourcedefinitions/status", "patch"),
+        "{rules:#}"
+    );
+    server_dry_run(&env, &manifests)?;
+
+    // Without the webhook: no flag, no Service, and the kinds are never updated whole.
+    let plain = docs(&run(&mut helm_template(
+        &env,
+        "pluginObjects.installCRDs=true",
+    ))?)?;
+    let rules = cluster_role_rules(&plain)?;
+    assert!(!grants(&rules, "dnszones", "update"), "{rules:#}");
+    assert!(
+        !grants(&rules, "customresourcedefinitions/status", "patch"),
+        "{rules:#}"
+    );
+    let args = args_of(&the_deployment(&plain)?["spec"]["template"]["spec"]["containers"][0])?;
+    assert!(
+        !args.iter().any(|a| a.starts_with("--conversion-webhook")),
+        "{args:?}"
+    );
+    // A webhook without its Secret is refused at render time, naming the value.
+    let refused = helm_template(&env, "conversionWebhook.enabled=true").output()?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("conversionWebhook.certSecret"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    Ok(())
+}
+
 /// The one Deployment among rendered manifests.
 fn the_deployment(manifests: &[Value]) -> anyhow::Result<&Value> {
     manifests
