@@ -26,7 +26,18 @@ end_step() {
   step_name=""
 }
 step() { end_step; step_name=$*; step_start=$SECONDS; printf '\n== %s (%ss)\n' "$*" "$SECONDS"; }
-summary() { end_step; python3 tests/test-times.py "$TIMES" || true; }
+summary() {
+  end_step
+  python3 tests/test-times.py "$TIMES" || true
+  # Last, where a CI log's tail shows it: which throughput contender was not ok, and why.
+  if [ -n "${smoke_rc:-}" ] && [ "$smoke_rc" != 0 ]; then
+    echo "make test: the throughput bench smoke failed (rc $smoke_rc):"
+    python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    if r.get("ok") is not True: print("  ", r["contender"] + ":", r.get("error") or r.get("not_ok"))' \
+      target/bench/smoke/results.json 2>/dev/null || echo "   (no results: see its output above)"
+  fi
+}
 
 echo "make test: test environment $ORCHARD_TESTENV_DIR (started here on free loopback ports, stopped at the end)"
 if [ -f "$DEMO_STATE/pids/demo-host.pid" ]; then
@@ -80,6 +91,9 @@ CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$REPO/tests/timed-test.sh" ORCHARD
 step "throughput bench smoke (N=20, orchard-component, orchard-warning, orchard-sharded, kopf, kopf-events, kopf-expert and floor; not timed)"
 # Only that every object became Available and was deleted (bench/run.sh exits non-zero
 # otherwise); debug builds from the step above, the running environment.
+smoke_rc=0
 ORCHARD_TESTENV_ENV="$ORCHARD_TESTENV_DIR/env" bash bench/run.sh --objects 20 \
-  --contenders orchard-component,orchard-warning,orchard-sharded,kopf,kopf-events,kopf-expert,floor --dev --no-plugins --no-plot --out target/bench/smoke -- --timeout-s 120 --settle-s 0
+  --contenders orchard-component,orchard-warning,orchard-sharded,kopf,kopf-events,kopf-expert,floor --dev --no-plugins --no-plot --out target/bench/smoke -- --timeout-s 120 --settle-s 0 ||
+  smoke_rc=$?
+[ "$smoke_rc" = 0 ] || exit "$smoke_rc"
 step "done"

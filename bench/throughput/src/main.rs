@@ -1873,6 +1873,21 @@ async fn run_contender(
         && delete.done_s.is_some()
         && external_created == n
         && external_left == 0;
+    // Why a run is not ok, in one line: the smoke in `make test` prints it last.
+    let not_ok = (!ok).then(|| {
+        let done = |t: Option<f64>| t.map_or_else(|| "never".to_owned(), |t| format!("{t:.2} s"));
+        format!(
+            "all Available {}, all deleted {}, records ok {records_ok}, events ok {events_ok}, \
+             external resources {external_created} of {n} after create and {external_left} left \
+             after delete (log: {})",
+            done(create.done_s),
+            done(delete.done_s),
+            log.display()
+        )
+    });
+    if let Some(why) = &not_ok {
+        eprintln!("[{label}] not ok: {why}");
+    }
     // Orchard: connections its plugins' outbound HTTP opened (keep-alive pools).
     let http_connections = contender
         .is_orchard()
@@ -1893,6 +1908,7 @@ async fn run_contender(
         "objects": n,
         "clients": args.clients,
         "ok": ok,
+        "not_ok": not_ok,
         "available_s": create.done_s,
         "create_requests_s": create.requests_s,
         "deleted_s": delete.done_s,
