@@ -163,6 +163,46 @@ async fn a_host_outside_the_allow_list_is_refused_and_never_contacted() {
     both_plugins_still_answer(&rt, &plugin).await;
 }
 
+/// pdns-zone sends with wstd's HTTP client, which hands the request over before it writes the
+/// body (issue 28): off the allow-list, a GET (empty body) and a POST (a JSON body) still fail
+/// terminally with the message of the SDK's own client before it.
+#[tokio::test(flavor = "multi_thread")]
+async fn pdns_zone_off_the_allow_list_fails_terminally_as_before_for_a_get_and_for_a_post_with_a_body()
+ {
+    let server = LoopbackServer::start("{}").await;
+    let (rt, _cache) = runtime();
+    let config = PluginConfig {
+        egress: EgressPolicy::allowing(["http://127.0.0.1:1"]).unwrap(),
+        ..PluginConfig::default()
+    };
+    let plugin = rt
+        .load_file(&plugin_path("pdns-zone"), None, config)
+        .unwrap();
+    let zone = ManagedObject {
+        name: "example-org".into(),
+        namespace: "default".into(),
+        spec: Some(
+            serde_json::json!({"name": "example.org.", "nameservers": ["ns1.example.org."]}),
+        ),
+        credentials: [
+            ("url".to_owned(), server.url.clone().into_bytes()),
+            ("apiKey".to_owned(), b"secret".to_vec()),
+        ]
+        .into(),
+        ..ManagedObject::default()
+    };
+    let zones = format!("{}/api/v1/servers/localhost/zones", server.url);
+    let denied = |url: &str| {
+        Failure::InvalidConfiguration(format!("request to {url} denied by the host's allow-list"))
+    };
+
+    let get = plugin.get_by_id(&zone, "example.org.").await.unwrap();
+    assert_eq!(get, Err(denied(&format!("{zones}/example.org."))));
+    let post = plugin.create(&zone).await.unwrap().unwrap_err();
+    assert_eq!(post.failure, Some(denied(&zones)), "{post:?}");
+    assert_eq!(server.request_count(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allowed_host_is_reached_over_wasi_http() {
     let server = LoopbackServer::start("hello from loopback").await;

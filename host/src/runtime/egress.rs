@@ -564,26 +564,17 @@ impl WasiHttpHooks for EgressHooks {
     ) -> SendFuture {
         let egress = Arc::clone(&self.egress);
         let policy = &egress.policy;
+        let request = request.map(|body| GuestBody::wrap(body, policy));
         // Called from the plugin call's host function: the current span is the call's, and
         // the request is a child of it even when wasi-http drives it from a task of its own.
         let span = request_span(&request);
         if self.sealed {
             span.in_scope(|| tracing::warn!(plugin = %egress.plugin, uri = %request.uri(), "outbound request denied: a conversion may not do I/O"));
-            let denied = HttpError::HttpRequestDenied;
-            crate::ops::metrics::global()
-                .http_request_failed(&egress.plugin, failure_label(&denied));
-            span.record("error.type", failure_label(&denied));
-            span.record("otel.status_code", "ERROR");
-            return Box::new(async { Err(denied) });
+            return denied(&egress, &span);
         }
         if !policy.allows(request.uri()) {
             span.in_scope(|| tracing::warn!(plugin = %egress.plugin, uri = %request.uri(), "outbound request denied by the allow-list (allow it with --allow-host, or spec.allowedHosts of the Plugin object)"));
-            let denied = HttpError::HttpRequestDenied;
-            crate::ops::metrics::global()
-                .http_request_failed(&egress.plugin, failure_label(&denied));
-            span.record("error.type", failure_label(&denied));
-            span.record("otel.status_code", "ERROR");
-            return Box::new(async { Err(denied) });
+            return denied(&egress, &span);
         }
         // The guest may ask for shorter timeouts, never longer ones.
         let shorter =
@@ -626,6 +617,106 @@ impl WasiHttpHooks for EgressHooks {
             }
             .instrument(span),
         )
+    }
+}
+
+/// The answer to a denied request: `HttpRequestDenied`, counted and recorded on its span. The
+/// request's body (a [`GuestBody`]) is drained, not closed, when the request is dropped here.
+fn denied(egress: &Egress, span: &tracing::Span) -> SendFuture {
+    let denied = HttpError::HttpRequestDenied;
+    crate::ops::metrics::global().http_request_failed(&egress.plugin, failure_label(&denied));
+    span.record("error.type", failure_label(&denied));
+    span.record("otel.status_code", "ERROR");
+    Box::new(async { Err(denied) })
+}
+
+/// The body of a guest's request, which the guest writes while the request is under way. When
+/// the host drops it before its end — the request was denied, or the exchange ended without it
+/// (a server that answered before reading it, a connection that failed) — the rest is taken in
+/// and dropped on a task of its own instead of closing the guest's stream.
+///
+/// A guest may write and finish the body while it waits for the response, and wstd's
+/// `Client::send` does both at once, failing the whole request on the first error of either:
+/// a stream closed under its body write would hide the answer — a transient stream error
+/// instead of the terminal `HttpRequestDenied`, or instead of the server's response. Drained
+/// at most up to the policy's body cap and for at most its response timeout; after that the
+/// guest's writes fail as they did before.
+struct GuestBody {
+    /// `None` once the body has ended.
+    body: Option<WasiBody>,
+    cap: usize,
+    within: Duration,
+}
+
+impl GuestBody {
+    fn wrap(body: WasiBody, policy: &EgressPolicy) -> WasiBody {
+        Self {
+            body: Some(body),
+            cap: policy.max_response_bytes,
+            within: policy.response_timeout,
+        }
+        .boxed_unsync()
+    }
+}
+
+impl hyper::body::Body for GuestBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, HttpError>>> {
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let frame = Pin::new(body).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None)) {
+            self.body = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body
+            .as_ref()
+            .is_none_or(hyper::body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.as_ref().map_or_else(
+            || hyper::body::SizeHint::with_exact(0),
+            hyper::body::Body::size_hint,
+        )
+    }
+}
+
+impl Drop for GuestBody {
+    fn drop(&mut self) {
+        let Some(mut body) = self.body.take() else {
+            return;
+        };
+        if hyper::body::Body::is_end_stream(&body) {
+            return;
+        }
+        // Dropped outside a runtime, the body just closes (nothing could drain it).
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (cap, within) = (self.cap, self.within);
+        runtime.spawn(async move {
+            let to_the_end = async {
+                let mut taken = 0_usize;
+                while let Some(Ok(frame)) = body.frame().await {
+                    taken = taken.saturating_add(frame.data_ref().map_or(0, Bytes::len));
+                    if taken > cap {
+                        break;
+                    }
+                }
+            };
+            // Either way the body is dropped here: at its end, over the cap, or out of time.
+            let _ = tokio::time::timeout(within, to_the_end).await;
+        });
     }
 }
 
@@ -932,6 +1023,100 @@ mod tests {
         let err = get(&egress, &url).await.unwrap_err();
         assert!(matches!(err, HttpError::HttpRequestDenied), "{err:?}");
         assert_eq!(accepted.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_denied_request_whose_body_is_written_and_finished_after_it_was_sent_still_answers_denied()
+     {
+        use wasmtime_wasi::p2::Pollable;
+        use wasmtime_wasi_http::p2::body::{HostOutgoingBody, StreamContext};
+
+        let (url, accepted) = server(Answer::Body("ok")).await;
+        // Off the allow-list, and on it but sealed (a conversion).
+        for (policy, sealed) in [
+            (EgressPolicy::default(), false),
+            (EgressPolicy::allowing([url.as_str()]).unwrap(), true),
+        ] {
+            let mut hooks = EgressHooks {
+                egress: Arc::new(Egress::new(policy, "test-plugin".into())),
+                sealed,
+            };
+            // The guest's `outgoing-body` as wasmtime-wasi-http makes it (room for one chunk),
+            // used as wstd's client does: the request handed over first, then the body written
+            // and finished while the response is awaited.
+            let (mut outgoing, body) = HostOutgoingBody::new(StreamContext::Request, None, 1, 64);
+            let request = http::Request::post(format!("{url}/zones"))
+                .body(body)
+                .unwrap();
+            let sent = hooks.send_request(request, None, Box::new(async { Ok(()) }));
+            let mut stream = outgoing.take_output_stream().unwrap();
+            // More chunks than the body's channel holds: they go through only if taken in.
+            for chunk in ["{\"name\":", "\"example.org.\",", "\"kind\":\"Native\"}"] {
+                tokio::time::timeout(Duration::from_secs(5), stream.ready())
+                    .await
+                    .unwrap();
+                assert!(stream.check_write().unwrap() > 0);
+                stream.write(Bytes::from_static(chunk.as_bytes())).unwrap();
+                stream.flush().unwrap();
+            }
+            drop(stream);
+            outgoing.finish(None).unwrap();
+            let answer = Box::into_pin(sent).await;
+            assert!(
+                matches!(answer, Err(HttpError::HttpRequestDenied)),
+                "sealed {sealed}: {:?}",
+                answer.err()
+            );
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_body_still_being_written_when_the_server_has_answered_and_closed_is_taken_in() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use wasmtime_wasi::p2::Pollable;
+        use wasmtime_wasi_http::p2::body::{HostOutgoingBody, StreamContext};
+
+        // A server that answers as soon as it has the request's head, then closes the
+        // connection without reading the body (as some servers answer an error early).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let mut chunk = [0_u8; 1024];
+                let n = socket.read(&mut chunk).await.unwrap();
+                head.extend_from_slice(&chunk[..n]);
+            }
+            let answer = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+            socket.write_all(answer.as_bytes()).await.unwrap();
+        });
+        let mut hooks = EgressHooks {
+            egress: egress(&url),
+            sealed: false,
+        };
+        let (mut outgoing, body) = HostOutgoingBody::new(StreamContext::Request, None, 1, 64);
+        let request = http::Request::post(format!("{url}/zones"))
+            .body(body)
+            .unwrap();
+        let sent = hooks.send_request(request, None, Box::new(async { Ok(()) }));
+        let (response, _io) = Box::into_pin(sent).await.unwrap();
+        let answer = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(answer, "ok");
+        // The exchange is over and its connection closed: the guest's writes still go through.
+        let mut stream = outgoing.take_output_stream().unwrap();
+        for _ in 0..10 {
+            tokio::time::timeout(Duration::from_secs(5), stream.ready())
+                .await
+                .unwrap();
+            assert!(stream.check_write().unwrap() > 0);
+            stream.write(Bytes::from_static(b"0123456789")).unwrap();
+            stream.flush().unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(stream);
+        outgoing.finish(None).unwrap();
     }
 
     /// The egress of a plugin allowed to reach `url`, trusting the CAs of `ca_files`.

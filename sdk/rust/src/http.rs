@@ -1,9 +1,21 @@
-//! A small blocking HTTP client: over `wasi:http` inside a component, over `ureq` when the
-//! plugin is linked natively.
+//! HTTP for plugins: standard [`::http`] requests sent with `wstd`'s client inside a
+//! component, with `ureq` when the plugin is linked natively; and what a failed request or an
+//! unwelcome answer means for the call.
 //!
-//! Inside a component every request goes through the host's allow-list; a denied request
-//! fails with [`Error::Denied`], which converts into an `InvalidConfiguration` failure (the
-//! admin must allow the host, retrying cannot help).
+//! The SDK has no HTTP client of its own: this module is an adapter.
+//!
+//! - Plugins that use wstd themselves (`wstd::http::Client`, async) turn its errors into this
+//!   module's [`Error`] with `Error::from_wstd` (inside a component), and that into a
+//!   [`Failure`] with `?`.
+//! - [`send`] is the same exchange, blocking, with the whole response read: standard types in
+//!   and out.
+//! - [`Request`] (`http::get(url).header(..).json(..)?.send()?`) is a small builder over
+//!   [`send`], and [`Response::error_for_status`] classifies an answer.
+//!
+//! Inside a component every request goes through the host's `wasi:http`: its allow-list, its
+//! timeouts and its caps (the response body's size among them). A denied request fails with
+//! [`Error::Denied`], which converts into an `InvalidConfiguration` failure (the admin must
+//! allow the host, retrying cannot help).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -129,9 +141,46 @@ impl Request {
         Ok(self.header("content-type", "application/json"))
     }
 
-    /// Sends the request and reads the whole response.
+    /// Sends the request and reads the whole response ([`send`]).
     pub fn send(self) -> Result<Response, Error> {
-        transport::send(&self)
+        let method = self.method.as_str();
+        let mut builder = ::http::Request::builder()
+            .method(method)
+            .uri(self.url.as_str());
+        for (name, value) in &self.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        if let Some(body) = &self.body {
+            builder = builder.header(::http::header::CONTENT_LENGTH, body.len());
+        }
+        let request = builder.body(self.body.unwrap_or_default()).map_err(|e| {
+            match parse_url(&self.url) {
+                Err(invalid) => invalid,
+                Ok(_) => Error::Transport(format!("{method} {}: {e}", self.url)),
+            }
+        })?;
+        send(request).map(Response::from)
+    }
+}
+
+/// Sends `request` and reads the whole response: with wstd's client inside a component, with
+/// `ureq` when linked natively. The URL MUST be absolute, `http://` or `https://`.
+///
+/// Only a request without a response fails: a 4xx or 5xx answer is a [`::http::Response`] like
+/// any other (see [`Response::error_for_status`]).
+pub fn send(request: ::http::Request<Vec<u8>>) -> Result<::http::Response<Vec<u8>>, Error> {
+    parse_url(&request.uri().to_string())?;
+    transport::send(request)
+}
+
+/// `url` as a URI if it is an absolute `http://` or `https://` URL with a host, else
+/// [`Error::InvalidUrl`] (wasi:http would take a URL without scheme as `https`, and refuse
+/// another scheme as a protocol error: a transient failure for what is a configuration one).
+pub fn parse_url(url: &str) -> Result<::http::Uri, Error> {
+    let uri: ::http::Uri = url.parse().map_err(|_| Error::InvalidUrl(url.to_owned()))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http" | "https"), Some(host)) if !host.is_empty() => Ok(uri),
+        _ => Err(Error::InvalidUrl(url.to_owned())),
     }
 }
 
@@ -144,6 +193,26 @@ pub struct Response {
     pub headers: Vec<(String, String)>,
     /// The whole response body.
     pub body: Vec<u8>,
+}
+
+impl From<::http::Response<Vec<u8>>> for Response {
+    fn from(response: ::http::Response<Vec<u8>>) -> Self {
+        let (head, body) = response.into_parts();
+        Self {
+            status: head.status.as_u16(),
+            headers: head
+                .headers
+                .iter()
+                .map(|(name, value)| {
+                    (
+                        name.as_str().to_owned(),
+                        String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body,
+        }
+    }
 }
 
 impl Response {
@@ -179,183 +248,57 @@ impl Response {
 }
 
 #[cfg(target_arch = "wasm32")]
+impl Error {
+    /// What a failed exchange of wstd's client (`wstd::http::Client::send`, or reading the
+    /// response's body) means: the host's `HttpRequestDenied` is [`Error::Denied`] (terminal,
+    /// as before wstd), every other failure [`Error::Transport`] with its `wasi:http` error
+    /// code when there is one.
+    pub fn from_wstd(url: &str, error: &wstd::http::Error) -> Self {
+        match error.downcast_ref::<wstd::http::ErrorCode>() {
+            Some(wstd::http::ErrorCode::HttpRequestDenied) => Self::Denied(url.to_owned()),
+            Some(code) => Self::Transport(format!("{url}: {code:?}")),
+            None => Self::Transport(format!("{url}: {error:#}")),
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
 mod transport {
-    use super::{Error, Method, Request, Response};
-    use crate::bindings::wasi::http::outgoing_handler;
-    use crate::bindings::wasi::http::types::{
-        ErrorCode, Fields, IncomingBody, Method as WasiMethod, OutgoingBody, OutgoingRequest,
-        Scheme,
-    };
-    use crate::bindings::wasi::io::streams::StreamError;
+    use super::Error;
 
-    /// What one `blocking-write-and-flush` accepts (wasi:io).
-    const WRITE_CHUNK: usize = 4096;
-
-    pub(super) fn send(req: &Request) -> Result<Response, Error> {
-        let (scheme, authority, path) = split_url(&req.url)?;
-        let transport =
-            |e: String| Error::Transport(format!("{} {}: {e}", req.method.as_str(), req.url));
-
-        let mut entries: Vec<(String, Vec<u8>)> = req
-            .headers
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.as_bytes().to_vec()))
-            .collect();
-        if let Some(body) = &req.body {
-            entries.push(("content-length".into(), body.len().to_string().into_bytes()));
-        }
-        let fields =
-            Fields::from_list(&entries).map_err(|e| transport(format!("header: {e:?}")))?;
-        let request = OutgoingRequest::new(fields);
-        let method = match req.method {
-            Method::Get => WasiMethod::Get,
-            Method::Post => WasiMethod::Post,
-            Method::Put => WasiMethod::Put,
-            Method::Patch => WasiMethod::Patch,
-            Method::Delete => WasiMethod::Delete,
-        };
-        let invalid = |()| Error::InvalidUrl(req.url.clone());
-        request.set_method(&method).map_err(invalid)?;
-        request.set_scheme(Some(&scheme)).map_err(invalid)?;
-        request.set_authority(Some(authority)).map_err(invalid)?;
-        request.set_path_with_query(Some(path)).map_err(invalid)?;
-
-        let body = request
-            .body()
-            .map_err(|()| transport("request body taken".into()))?;
-        let payload = req.body.as_deref().unwrap_or_default();
-        // A body that fits one buffered chunk is written and finished before the request is
-        // handed over (the reliable order); a larger one streams while the host sends it.
-        let response = if payload.len() <= WRITE_CHUNK {
-            write_body(&body, payload).map_err(transport)?;
-            OutgoingBody::finish(body, None).map_err(|e| transport(format!("{e:?}")))?;
-            outgoing_handler::handle(request, None)
-        } else {
-            let response = outgoing_handler::handle(request, None);
-            write_body(&body, payload).map_err(transport)?;
-            OutgoingBody::finish(body, None).map_err(|e| transport(format!("{e:?}")))?;
-            response
-        };
-        let response = response.map_err(|e| error_code(&req.url, e))?;
-        response.subscribe().block();
-        let incoming = match response.get() {
-            Some(Ok(Ok(r))) => r,
-            Some(Ok(Err(e))) => return Err(error_code(&req.url, e)),
-            Some(Err(())) | None => return Err(transport("response already taken".into())),
-        };
-
-        let status = incoming.status();
-        let headers = incoming
-            .headers()
-            .entries()
-            .into_iter()
-            .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
-            .collect();
-        let body = incoming
-            .consume()
-            .map_err(|()| transport("body taken".into()))?;
-        let mut bytes = Vec::new();
-        {
-            let stream = body
-                .stream()
-                .map_err(|()| transport("body stream taken".into()))?;
-            loop {
-                match stream.blocking_read(64 * 1024) {
-                    Ok(chunk) => bytes.extend_from_slice(&chunk),
-                    Err(StreamError::Closed) => break,
-                    Err(StreamError::LastOperationFailed(e)) => {
-                        return Err(transport(e.to_debug_string()));
-                    }
-                }
-            }
-        }
-        IncomingBody::finish(body);
-        Ok(Response {
-            status,
-            headers,
-            body: bytes,
+    pub(super) fn send(
+        request: ::http::Request<Vec<u8>>,
+    ) -> Result<::http::Response<Vec<u8>>, Error> {
+        let url = request.uri().to_string();
+        wstd::runtime::block_on(async move {
+            let response = wstd::http::Client::new().send(request).await?;
+            let (head, mut body) = response.into_parts();
+            let body = body.contents().await?.to_vec();
+            Ok(::http::Response::from_parts(head, body))
         })
-    }
-
-    fn write_body(body: &OutgoingBody, payload: &[u8]) -> Result<(), String> {
-        if payload.is_empty() {
-            return Ok(());
-        }
-        let stream = body.write().map_err(|()| "body stream taken".to_owned())?;
-        for chunk in payload.chunks(WRITE_CHUNK) {
-            stream
-                .blocking_write_and_flush(chunk)
-                .map_err(|e| format!("writing body: {e:?}"))?;
-        }
-        Ok(())
-    }
-
-    fn error_code(url: &str, e: ErrorCode) -> Error {
-        match e {
-            ErrorCode::HttpRequestDenied => Error::Denied(url.to_owned()),
-            other => Error::Transport(format!("{url}: {other:?}")),
-        }
-    }
-
-    fn split_url(url: &str) -> Result<(Scheme, &str, &str), Error> {
-        let (scheme, rest) = if let Some(rest) = url.strip_prefix("http://") {
-            (Scheme::Http, rest)
-        } else if let Some(rest) = url.strip_prefix("https://") {
-            (Scheme::Https, rest)
-        } else {
-            return Err(Error::InvalidUrl(url.to_owned()));
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => rest.split_at(i),
-            None => (rest, "/"),
-        };
-        if authority.is_empty() {
-            return Err(Error::InvalidUrl(url.to_owned()));
-        }
-        Ok((scheme, authority, path))
+        .map_err(|e| Error::from_wstd(&url, &e))
     }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod transport {
-    use super::{Error, Request, Response};
+    use super::Error;
 
-    pub(super) fn send(req: &Request) -> Result<Response, Error> {
+    pub(super) fn send(
+        request: ::http::Request<Vec<u8>>,
+    ) -> Result<::http::Response<Vec<u8>>, Error> {
+        let what = format!("{} {}", request.method(), request.uri());
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()
             .new_agent();
-        let mut builder = ureq::http::Request::builder()
-            .method(req.method.as_str())
-            .uri(&req.url);
-        for (k, v) in &req.headers {
-            builder = builder.header(k, v);
-        }
-        let request = builder
-            .body(req.body.clone().unwrap_or_default())
-            .map_err(|_| Error::InvalidUrl(req.url.clone()))?;
-        let mut response = agent
+        let response = agent
             .run(request)
-            .map_err(|e| Error::Transport(format!("{} {}: {e}", req.method.as_str(), req.url)))?;
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        let body = response
-            .body_mut()
+            .map_err(|e| Error::Transport(format!("{what}: {e}")))?;
+        let (head, mut body) = response.into_parts();
+        let body = body
             .read_to_vec()
-            .map_err(|e| Error::Transport(format!("{}: {e}", req.url)))?;
-        Ok(Response {
-            status,
-            headers,
-            body,
-        })
+            .map_err(|e| Error::Transport(format!("{what}: {e}")))?;
+        Ok(::http::Response::from_parts(head, body))
     }
 }
