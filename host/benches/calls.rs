@@ -12,6 +12,13 @@
 //!   I/O) through a fresh store and instance, for the guests written with the Go and C SDKs
 //!   (`rabbitmq-exchange`, `pdns-tsig`) beside the Rust `pdns-zone`; their loads are in
 //!   `load/*` too.
+//! - `call/pdns-zone/{observed,get_by_id_http,create_http}/<build>`: pdns-zone's calls through a
+//!   fresh store and instance — `observed` without I/O, `get-by-id` (one GET) and `create` (one
+//!   POST with a JSON body) through its HTTP client to a loopback stand-in of the PowerDNS API
+//!   (keep-alive, answers a zone), the plugin's connection pool reused between calls. `<build>`
+//!   is `current`, and for each directory of `ORCHARD_BENCH_BASELINE_DIRS` (`:`-separated) the
+//!   `pdns_zone.wasm` there, named after the directory: other builds measured in the same run,
+//!   interleaved (before/after a change of the plugin or its SDK; `load/pdns-zone-<dir>/*` too).
 //!
 //! Needs the plugin components: `make plugins` (or `make bench`, which builds them first).
 //! `ORCHARD_PLUGIN_DIR` overrides where they are looked for.
@@ -20,11 +27,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use orchard::actuator::{Actuator, ExternalResource, ManagedObject, NativeActuator};
-use orchard::runtime::{PluginConfig, Runtime};
+use orchard::runtime::{EgressPolicy, PluginConfig, Runtime};
 use orchard_fixture_echo::Echo;
 use serde_json::json;
 
@@ -201,18 +210,151 @@ fn guest_calls(c: &mut Criterion) {
     }
 }
 
+/// The builds of pdns-zone to measure: the current one (`current`), and the one in each
+/// directory of `ORCHARD_BENCH_BASELINE_DIRS`, named after the directory.
+fn pdns_zone_builds() -> Vec<(String, PathBuf)> {
+    let mut builds = vec![("current".to_owned(), component("pdns_zone.wasm"))];
+    if let Some(dirs) = std::env::var_os("ORCHARD_BENCH_BASELINE_DIRS") {
+        for dir in std::env::split_paths(&dirs) {
+            let path = dir.join("pdns_zone.wasm");
+            assert!(path.is_file(), "{} not found", path.display());
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            builds.push((name, path));
+        }
+    }
+    builds
+}
+
+/// The zone the stand-in answers every request with.
+const ZONE: &str = r#"{"id":"example.org.","name":"example.org.","kind":"Native","serial":2026112901,"account":"platform","dnssec":false,"rrsets":[]}"#;
+
+/// A keep-alive HTTP server on loopback answering every request with [`ZONE`]; its URL, and
+/// the number of connections it accepted.
+async fn zone_server() -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|request: hyper::Request<_>| async {
+                    // The request's body is read to its end, as a server does.
+                    let _ = http_body_util::BodyExt::collect(request.into_body()).await;
+                    let mut response = hyper::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::from_static(ZONE.as_bytes()),
+                    ));
+                    response.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json"),
+                    );
+                    Ok::<_, std::convert::Infallible>(response)
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (url, accepted)
+}
+
+/// pdns-zone's calls, of each build, in one run: `observed` (no I/O), and `get-by-id` and
+/// `create` through its HTTP client to a loopback stand-in of the API.
+fn pdns_zone_calls(c: &mut Criterion) {
+    let rt = tokio();
+    let runtime = Runtime::new(None).unwrap();
+    let (url, accepted) = rt.block_on(zone_server());
+    let mut obj = object();
+    obj.spec = Some(json!({
+        "name": "example.org.",
+        "kind": "Native",
+        "account": "platform",
+        "nameservers": ["ns1.example.org.", "ns2.example.org."],
+    }));
+    obj.credentials = BTreeMap::from([
+        ("url".to_owned(), url.clone().into_bytes()),
+        ("apiKey".to_owned(), b"bench".to_vec()),
+    ]);
+    let zone = ExternalResource {
+        id: "example.org.".into(),
+        state: serde_json::from_str(ZONE).unwrap(),
+    };
+    let builds: Vec<_> = pdns_zone_builds()
+        .into_iter()
+        .map(|(build, path)| {
+            let config = PluginConfig {
+                egress: EgressPolicy::allowing([url.as_str()]).unwrap(),
+                ..PluginConfig::default()
+            };
+            let actuator = runtime.load_file(&path, None, config).unwrap();
+            let got = rt
+                .block_on(actuator.get_by_id(&obj, "example.org."))
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert_eq!(got.id, "example.org.", "{build}");
+            let created = rt.block_on(actuator.create(&obj)).unwrap().unwrap();
+            assert_eq!(created.id, "example.org.", "{build}");
+            (build, actuator)
+        })
+        .collect();
+    for call in ["observed", "get_by_id_http", "create_http"] {
+        let mut group = c.benchmark_group(format!("call/pdns-zone/{call}"));
+        group.warm_up_time(Duration::from_secs(2));
+        group.measurement_time(Duration::from_secs(5));
+        // Interleaved: each build measured right after the other, under the same load.
+        for (build, actuator) in &builds {
+            group.bench_function(build.as_str(), |bench| {
+                bench.to_async(&rt).iter(|| async {
+                    match call {
+                        "observed" => {
+                            actuator.observed(&zone).await.unwrap();
+                        }
+                        "get_by_id_http" => {
+                            actuator
+                                .get_by_id(&obj, "example.org.")
+                                .await
+                                .unwrap()
+                                .unwrap();
+                        }
+                        _ => {
+                            actuator.create(&obj).await.unwrap().unwrap();
+                        }
+                    }
+                });
+            });
+        }
+        group.finish();
+    }
+    // Each build's pool keeps its connection: a few connections for every call of the run.
+    eprintln!(
+        "pdns-zone stand-in: {} connections accepted",
+        accepted.load(Ordering::Relaxed)
+    );
+}
+
 fn loads(c: &mut Criterion) {
     let cold = Runtime::new(None).unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
     let cached = Runtime::new(Some(cache_dir.path().to_owned())).unwrap();
 
-    for (name, file) in [
-        ("echo", "orchard_fixture_echo.wasm"),
-        ("pdns-zone", "pdns_zone.wasm"),
-        ("go-rabbitmq-exchange", "rabbitmq_exchange.wasm"),
-        ("c-pdns-tsig", "pdns_tsig.wasm"),
-    ] {
-        let path = component(file);
+    let mut components = vec![
+        ("echo".to_owned(), component("orchard_fixture_echo.wasm")),
+        ("pdns-zone".to_owned(), component("pdns_zone.wasm")),
+        (
+            "go-rabbitmq-exchange".to_owned(),
+            component("rabbitmq_exchange.wasm"),
+        ),
+        ("c-pdns-tsig".to_owned(), component("pdns_tsig.wasm")),
+    ];
+    for (build, path) in pdns_zone_builds().into_iter().skip(1) {
+        components.push((format!("pdns-zone-{build}"), path));
+    }
+    for (name, path) in components {
+        let file = path.display();
         let bytes = std::fs::read(&path).unwrap();
         eprintln!("{file}: {} bytes", bytes.len());
         let mut group = c.benchmark_group(format!("load/{name}"));
@@ -222,17 +364,17 @@ fn loads(c: &mut Criterion) {
         group.warm_up_time(Duration::from_secs(1));
         group.measurement_time(Duration::from_secs(4));
         group.bench_function("compile_cold", |bench| {
-            bench.iter(|| cold.load(name, &bytes, PluginConfig::default()).unwrap());
+            bench.iter(|| cold.load(&name, &bytes, PluginConfig::default()).unwrap());
         });
 
         // Fill the cache, then measure loads that hit it.
-        cached.load(name, &bytes, PluginConfig::default()).unwrap();
+        cached.load(&name, &bytes, PluginConfig::default()).unwrap();
         let artifacts = std::fs::read_dir(cache_dir.path()).unwrap().count();
         assert!(artifacts > 0, "the compiled cache stayed empty");
         group.sample_size(30);
         group.measurement_time(Duration::from_secs(3));
         group.bench_function("cached", |bench| {
-            bench.iter(|| cached.load(name, &bytes, PluginConfig::default()).unwrap());
+            bench.iter(|| cached.load(&name, &bytes, PluginConfig::default()).unwrap());
         });
         group.finish();
     }
@@ -241,6 +383,6 @@ fn loads(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default();
-    targets = calls, guest_calls, loads
+    targets = calls, guest_calls, pdns_zone_calls, loads
 }
 criterion_main!(benches);
