@@ -2,35 +2,69 @@ package orchard
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"sync"
 	"time"
 )
 
-// CallTimeout is the deadline the SDK gives each call's context (Object.Context): the call's
-// start plus CallTimeout. The host does not pass its deadline to the plugin (wit/actuator.wit
-// has no such value): it stops a call CallTimeout after its start, a limit its administrator
-// sets per plugin (the Plugin object's spec.limits.callTimeoutMs, or --call-timeout-ms; 10 s by
-// default). So the SDK assumes the host's default; a plugin whose Plugin object sets another
-// limit sets CallTimeout to it in an init function. The host measures from a little earlier
-// (the instance's start-up, for the first call of a pass, about a millisecond for Go), and it
-// stops the call at its own deadline regardless: the context's deadline is for the plugin's
-// own requests and loops, to give up cleanly with a Transient failure rather than be stopped.
-// 0 or less: no deadline.
+// CallDeadlineEnv is the environment variable through which the host gives the plugin its call
+// deadline: the plugin's limit (the Plugin object's spec.limits.callTimeoutMs, or the host's
+// --call-timeout-ms; 10 s by default) in milliseconds, the same for every call of the plugin
+// (the contract is host/src/runtime/state.rs's CALL_DEADLINE_ENV, docs/sandbox.md).
+const CallDeadlineEnv = "ORCHARD_CALL_DEADLINE_MS"
+
+// CallTimeout is the deadline the SDK gives each call's context when the host does not give
+// its own (an older host, or a test run natively without CallDeadlineEnv set): the call's start
+// plus CallTimeout, the host's default. 0 or less: no deadline. When the host gives its
+// deadline, each call's context has it and CallTimeout is not used.
 var CallTimeout = 10 * time.Second
 
+// hostBudget reads CallDeadlineEnv once, the first time a call needs it: the host's call
+// deadline, and whether the host gave one (a positive integer of milliseconds). A variable so
+// that a test can read the environment again.
+var hostBudget = sync.OnceValues(readHostBudget)
+
+func readHostBudget() (time.Duration, bool) { return parseBudget(os.Getenv(CallDeadlineEnv)) }
+
+// parseBudget is the budget of CallDeadlineEnv's value v; false when v is not a positive
+// integer of milliseconds (absent, malformed, zero, too large).
+func parseBudget(v string) (time.Duration, bool) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 || ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// callBudget is the time one call has: the host's (CallDeadlineEnv), else CallTimeout.
+func callBudget() time.Duration {
+	if d, ok := hostBudget(); ok {
+		return d
+	}
+	return CallTimeout
+}
+
 // callContext is the context of one call: parent (context.Background() when nil) with the
-// call's deadline.
+// call's deadline, the call's start (now, on the monotonic clock) plus the host's budget. The
+// host measures from a little earlier (the instance's start-up, for the first call of a pass,
+// about a millisecond for Go) and stops the call at its own deadline regardless, so a request
+// waiting until this deadline is usually stopped by the host first; a plugin that wants to
+// give up with a failure of its own derives a shorter context from it.
 func callContext(parent context.Context) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
 	}
-	if CallTimeout <= 0 {
+	budget := callBudget()
+	if budget <= 0 {
 		return context.WithCancel(parent)
 	}
-	return context.WithDeadline(parent, time.Now().Add(CallTimeout))
+	return context.WithDeadline(parent, time.Now().Add(budget))
 }
 
 // Context is the call's context, for every request the call makes (Transport honours it, as
-// Request.WithContext does): its deadline is the call's (see CallTimeout), and it is cancelled
+// Request.WithContext does): its deadline is the call's, the host's call deadline from the
+// call's start (CallDeadlineEnv; CallTimeout when the host gives none), and it is cancelled
 // when the call returns. When the host stops a call (its deadline, a memory cap), it stops the
 // whole instance: no code of the plugin runs after that, so nothing has to watch for it.
 // Outside a call (a test object from NewObject given straight to a method), it is the context

@@ -111,7 +111,7 @@ impl ComponentActuator {
             Arc::clone(&l.name),
             object.to_owned(),
             Arc::clone(&l.egress),
-            l.limits.memory_bytes,
+            &l.limits,
         );
         let mut store = Store::new(l.pre.engine(), state);
         store.limiter(|s| &mut s.memory);

@@ -21,6 +21,7 @@ pub use component::ComponentActuator;
 pub use egress::{AllowedHost, EgressPolicy, TrustedCas};
 pub use engine::Allocation;
 pub use limits::Limits;
+pub use state::CALL_DEADLINE_ENV;
 
 use bindings::versioned::conversion;
 use bindings::{ActuatorPluginIndices, ActuatorPluginPre};

@@ -1,11 +1,12 @@
-//! What one store holds: the WASI context (no files, no environment, no sockets), the HTTP
-//! context with the plugin's egress hooks, the memory cap, and the guest's output (stdout,
-//! stderr and the `log` interface) with its per-call cap.
+//! What one store holds: the WASI context (no files, no sockets, one environment variable: the
+//! call deadline, [`CALL_DEADLINE_ENV`]), the HTTP context with the plugin's egress hooks, the
+//! memory cap, and the guest's output (stdout, stderr and the `log` interface) with its per-call
+//! cap.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use wasmtime::component::ResourceTable;
@@ -15,8 +16,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{log, report};
+#[cfg(test)]
+use super::egress::EgressPolicy;
 use super::egress::{Egress, EgressHooks};
-use super::limits::{MAX_OUTPUT_BYTES_PER_CALL, MAX_OUTPUT_LINES_PER_CALL, MemoryCap};
+use super::limits::{Limits, MAX_OUTPUT_BYTES_PER_CALL, MAX_OUTPUT_LINES_PER_CALL, MemoryCap};
 use crate::actuator::Reports;
 
 /// Store data of one instance: of one call, or of the calls of one pass
@@ -37,18 +40,47 @@ pub(crate) struct PluginState {
 /// Most resources a guest may hold at once (streams, requests, pollables).
 const MAX_RESOURCES: usize = 4096;
 
+/// The one variable of a guest's WASI environment (`wasi:cli/environment`): the plugin's call
+/// deadline, in milliseconds. The WIT carries no deadline; this is how a guest learns it.
+///
+/// # Contract
+///
+/// - The host MUST set it in the environment of every instance it makes, to the plugin's call
+///   deadline ([`Limits::call_timeout`]: `spec.limits.callTimeoutMs`, else
+///   `--call-timeout-ms`) as a decimal integer of milliseconds, at least 1. The deadline is
+///   the same for every export (lifecycle calls, reconcilers, conversion) and every call, so
+///   one value holds for every call an instance serves (the calls of one pass share it).
+/// - The host measures the deadline from the call's start as it sees it (instantiation
+///   included, for an instance's first call) and stops the call at it whatever the guest does.
+///   A guest SHOULD give each call a deadline of its own start plus this budget (an upper
+///   bound of the host's), to give up cleanly (a transient failure) rather than be stopped.
+/// - A guest SHOULD fall back to its own default when the variable is absent or not a
+///   positive integer (an older host), and MUST NOT expect any other variable.
+pub const CALL_DEADLINE_ENV: &str = "ORCHARD_CALL_DEADLINE_MS";
+
+/// The guest's whole environment ([`CALL_DEADLINE_ENV`]) for a plugin whose calls have
+/// `call_timeout` each.
+fn guest_env(call_timeout: Duration) -> [(&'static str, String); 1] {
+    // At least 1: a sub-millisecond deadline (not one the Plugin CRD allows) must not read as
+    // "no deadline".
+    let ms = call_timeout.as_millis().max(1);
+    [(CALL_DEADLINE_ENV, ms.to_string())]
+}
+
 impl PluginState {
     pub(crate) fn new(
         plugin: Arc<str>,
         object: String,
         egress: Arc<Egress>,
-        memory_limit: usize,
+        limits: &Limits,
     ) -> Self {
-        // WasiCtxBuilder starts empty (no args, env, or preopens); sockets are closed
-        // explicitly: all outbound traffic must go through wasi:http and its allow-list.
+        // WasiCtxBuilder starts empty (no args, env, or preopens); the environment gets the
+        // call deadline only (CALL_DEADLINE_ENV); sockets are closed explicitly: all outbound
+        // traffic must go through wasi:http and its allow-list.
         let output = Arc::new(Mutex::new(Output::new(plugin, object)));
         let mut wasi = WasiCtxBuilder::new();
-        wasi.allow_tcp(false)
+        wasi.envs(&guest_env(limits.call_timeout))
+            .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .stdout(GuestStream::new(&output, Stream::Stdout))
@@ -64,7 +96,7 @@ impl PluginState {
                 sealed: false,
             },
             memory: MemoryCap {
-                limit: memory_limit,
+                limit: limits.memory_bytes,
                 hit: false,
             },
             output,
@@ -394,6 +426,42 @@ mod tests {
 
     fn output() -> Output {
         Output::new("p".into(), "o".into())
+    }
+
+    /// What the guest reads through `wasi:cli/environment.get-environment`.
+    fn environment_of(limits: &Limits) -> Vec<(String, String)> {
+        use wasmtime_wasi::cli::WasiCliView;
+        use wasmtime_wasi::p2::bindings::cli::environment::Host;
+        let egress = Arc::new(Egress::new(EgressPolicy::default(), "p".into()));
+        let mut state = PluginState::new("p".into(), "o".into(), egress, limits);
+        state
+            .cli()
+            .get_environment()
+            .expect("the environment is a plain list")
+    }
+
+    #[test]
+    fn an_instance_environment_carries_the_plugins_call_deadline_and_nothing_else() {
+        let limits = Limits {
+            call_timeout: Duration::from_millis(2500),
+            ..Limits::default()
+        };
+        assert_eq!(
+            environment_of(&limits),
+            [(CALL_DEADLINE_ENV.to_owned(), "2500".to_owned())]
+        );
+        assert_eq!(
+            environment_of(&Limits::default()),
+            [(CALL_DEADLINE_ENV.to_owned(), "10000".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_sub_millisecond_call_deadline_is_given_as_one_millisecond_not_zero() {
+        assert_eq!(
+            guest_env(Duration::from_micros(300)),
+            [(CALL_DEADLINE_ENV, "1".to_owned())]
+        );
     }
 
     #[test]
