@@ -1,6 +1,7 @@
-//! The PowerDNS side of the TSIG key suite: a harness serving the C plugin `pdns-tsig` with
-//! its credentials Secret, and a client of PowerDNS's real `/tsigkeys` API to read and change
-//! the keys as someone outside Orchard would.
+//! The PowerDNS side of the TSIG key suite: a harness serving a TSIG key plugin (the C
+//! `pdns-tsig` or the Go `pdns-tsig-go`) with its credentials Secret, and a client of
+//! PowerDNS's real `/tsigkeys` API to read and change the keys as someone outside Orchard
+//! would.
 
 use anyhow::bail;
 use serde_json::{Value, json};
@@ -18,13 +19,22 @@ pub const TSIG_SECRET: &str = "b3JjaGFyZC10c2lnLWtleS1mb3ItdGhlLWUyZS10ZXN0cw=="
 /// A value under the Secret's key `badKey` that PowerDNS refuses (not base64).
 pub const BAD_SECRET: &str = "not base64!";
 
-/// A harness serving the `pdns-tsig` plugin, allowed to reach the PowerDNS API only, with the
-/// Secret `pdns` (`url`, `apiKey`, `tsigKey`, `badKey`).
+/// A harness serving the `pdns-tsig` plugin (kind `TsigKey`): [`harness_for`].
 pub async fn harness(name: &str) -> anyhow::Result<(Harness, Api)> {
+    harness_for(name, "pdns-tsig", "TsigKey").await
+}
+
+/// A harness serving the TSIG key plugin `plugin_name` (its kind `kind_name`), allowed to
+/// reach the PowerDNS API only, with the Secret `pdns` (`url`, `apiKey`, `tsigKey`, `badKey`).
+pub async fn harness_for(
+    name: &str,
+    plugin_name: &str,
+    kind_name: &str,
+) -> anyhow::Result<(Harness, Api)> {
     let env = TestEnv::load()?;
     let host = HostSpec {
-        plugins: vec![plugin("pdns-tsig")],
-        kinds: vec![kind(GROUP, "TsigKey")],
+        plugins: vec![plugin(plugin_name)],
+        kinds: vec![kind(GROUP, kind_name)],
         allow_hosts: vec![env.pdns_api_url.clone()],
     };
     let h = Harness::new(name, host).await?;
