@@ -23,29 +23,56 @@ func withHostDeadline(t *testing.T, value string, set bool) {
 	t.Cleanup(func() { hostBudget = old })
 }
 
-func TestTheHostsCallDeadlineBecomesEachCallsContextDeadline(t *testing.T) {
-	withHostDeadline(t, "2500", true)
-	f := &fetcher{url: "unused"}
-	r := NewRaw[spec, filter, state](&deadlineOnly{f})
-	start := time.Now()
-	if _, fail := r.GetByID(NewRawObject("obj", spec{Name: "a"}), "x"); fail != nil {
-		t.Fatal(fail)
+func TestEachCallsContextEndsAMarginBeforeTheHostsCallDeadline(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  time.Duration // the context's deadline from the call's start
+	}{
+		{"2500", 2250 * time.Millisecond},  // a tenth of the budget
+		{"1500", 1350 * time.Millisecond},  // a tenth of the budget
+		{"10000", 9500 * time.Millisecond}, // capped at 500 ms
+		{"600000", 600*time.Second - 500*time.Millisecond},
+		{"1", 900 * time.Microsecond},
+	} {
+		t.Run(c.value, func(t *testing.T) {
+			withHostDeadline(t, c.value, true)
+			f := &fetcher{url: "unused"}
+			r := NewRaw[spec, filter, state](&deadlineOnly{f})
+			start := time.Now()
+			if _, fail := r.GetByID(NewRawObject("obj", spec{Name: "a"}), "x"); fail != nil {
+				t.Fatal(fail)
+			}
+			end := time.Now()
+			if f.deadline.Before(start.Add(c.want)) || f.deadline.After(end.Add(c.want)) {
+				t.Fatalf("deadline %v after the call's start, want %v (the host's %s ms less the margin)",
+					f.deadline.Sub(start), c.want, c.value)
+			}
+			if f.ctx.Err() == nil {
+				t.Fatal("the call's context outlives the call")
+			}
+			// Each call from its own start, not the first call's (the value is read once).
+			start = time.Now()
+			if _, fail := r.GetByID(NewRawObject("obj", spec{Name: "a"}), "x"); fail != nil {
+				t.Fatal(fail)
+			}
+			if f.deadline.Before(start.Add(c.want)) {
+				t.Fatalf("the second call's deadline %v is before its start (%v) plus %v", f.deadline, start, c.want)
+			}
+		})
 	}
-	end := time.Now()
-	budget := 2500 * time.Millisecond
-	if f.deadline.Before(start.Add(budget)) || f.deadline.After(end.Add(budget)) {
-		t.Fatalf("deadline %v, want the call's start (%v) plus 2.5 s", f.deadline, start)
-	}
-	if f.ctx.Err() == nil {
-		t.Fatal("the call's context outlives the call")
-	}
-	// Each call from its own start, not the first call's (the value is read once).
-	start = time.Now()
-	if _, fail := r.GetByID(NewRawObject("obj", spec{Name: "a"}), "x"); fail != nil {
-		t.Fatal(fail)
-	}
-	if f.deadline.Before(start.Add(budget)) {
-		t.Fatalf("the second call's deadline %v is before its start (%v) plus 2.5 s", f.deadline, start)
+}
+
+func TestTheMarginIsATenthOfTheBudgetAtMostHalfASecond(t *testing.T) {
+	for budget, want := range map[time.Duration]time.Duration{
+		time.Millisecond:       100 * time.Microsecond,
+		200 * time.Millisecond: 20 * time.Millisecond,
+		5 * time.Second:        500 * time.Millisecond,
+		10 * time.Second:       500 * time.Millisecond,
+		10 * time.Minute:       500 * time.Millisecond,
+	} {
+		if got := deadlineMargin(budget); got != want {
+			t.Errorf("margin of %v: %v, want %v", budget, got, want)
+		}
 	}
 }
 
@@ -79,8 +106,9 @@ func TestTheHostsCallDeadlineStopsTheTransportsWait(t *testing.T) {
 	if fail == nil || fail.Kind != KindTransient || !strings.Contains(fail.Message, "context deadline exceeded") {
 		t.Fatalf("deadline while waiting: %v", fail)
 	}
-	if took := time.Since(start); took < 200*time.Millisecond || took > CallTimeout {
-		t.Fatalf("stopped after %v, want the host's 200 ms", took)
+	// Stopped at the context's deadline, the host's 200 ms less the 20 ms margin.
+	if took := time.Since(start); took < 180*time.Millisecond || took > CallTimeout {
+		t.Fatalf("stopped after %v, want the host's 200 ms less the margin", took)
 	}
 }
 

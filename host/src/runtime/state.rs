@@ -52,8 +52,10 @@ const MAX_RESOURCES: usize = 4096;
 ///   one value holds for every call an instance serves (the calls of one pass share it).
 /// - The host measures the deadline from the call's start as it sees it (instantiation
 ///   included, for an instance's first call) and stops the call at it whatever the guest does.
-///   A guest SHOULD give each call a deadline of its own start plus this budget (an upper
-///   bound of the host's), to give up cleanly (a transient failure) rather than be stopped.
+///   A guest's own call start plus this budget is therefore at or after the host's deadline,
+///   never before it: a guest SHOULD give each call a deadline of its own start
+///   plus this budget less a margin (the Go SDK keeps a tenth, at most 500 ms), to give up
+///   cleanly (a transient failure of its own) rather than be stopped.
 /// - A guest SHOULD fall back to its own default when the variable is absent or not a
 ///   positive integer (an older host), and MUST NOT expect any other variable.
 pub const CALL_DEADLINE_ENV: &str = "ORCHARD_CALL_DEADLINE_MS";
