@@ -445,3 +445,109 @@ fn the_go_sdk_survives_an_object_large_enough_to_collect_garbage_while_lowering(
     assert_eq!(answer["Ok"]["state"]["type"], "topic", "{answer}");
     Ok(())
 }
+
+/// A Go plugin waiting on an API that accepted its connection and never answers gives up at
+/// its own context's deadline, which the Go SDK sets a margin before the host's (a tenth of
+/// `ORCHARD_CALL_DEADLINE_MS`): the call answers with the plugin's own transient failure, the
+/// transport's "context deadline exceeded", not the host's "exceeded its deadline". Without the
+/// margin the host, counting from a little earlier, always stops the instance first.
+#[test]
+fn a_go_plugin_waiting_on_a_silent_api_returns_its_own_transient_failure_before_the_host_deadline()
+-> anyhow::Result<()> {
+    const CALL_TIMEOUT_MS: u64 = 1500;
+    let silent = SilentServer::start()?;
+    let object = json!({
+        "apiVersion": RABBITMQ_API_VERSION, "kind": "RabbitExchange",
+        "metadata": {"name": "silent", "namespace": "default"},
+        "spec": {"credentialsRef": {"secretName": "rabbitmq"},
+                 "resource": {"vhostRef": "vhost", "name": "amq.topic"}},
+    });
+    let path = std::env::temp_dir().join(format!(
+        "orchard-silent-api-{}.json",
+        orchard_e2e::unique_suffix()
+    ));
+    std::fs::write(&path, object.to_string())?;
+    let plugin = orchard_e2e::paths::plugin("rabbitmq-exchange");
+    // Compiled into the cache first, so the timed call below is the call, not the compilation.
+    orchard_e2e::run(
+        std::process::Command::new(orchard_e2e::paths::orchard_bin())
+            .arg("invoke")
+            .arg(&plugin)
+            .arg("describe"),
+    )?;
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(orchard_e2e::paths::orchard_bin())
+        .arg("invoke")
+        .arg(&plugin)
+        .args(["get-by-id", "--id", "%2F/amq.topic", "--object"])
+        .arg(&path)
+        .args(["--credential", &format!("url={}", silent.url)])
+        .args([
+            "--credential",
+            "username=guest",
+            "--credential",
+            "password=guest",
+        ])
+        .args(["--allow-host", &silent.url])
+        .args(["--call-timeout-ms", &CALL_TIMEOUT_MS.to_string()])
+        .output()
+        .context("running orchard invoke")?;
+    let took = started.elapsed();
+    std::fs::remove_file(&path)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("exceeded its deadline"),
+        "the host stopped the call before the plugin gave up: {stderr}"
+    );
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("the answer is not JSON: {stderr}"))?;
+    let failure = &answer["Err"];
+    assert_eq!(failure["type"], "transient", "{answer}");
+    let message = failure["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("GET {}/api/exchanges/", silent.url))
+            && message.contains("context deadline exceeded"),
+        "{answer}"
+    );
+    assert!(
+        silent.accepted() >= 1,
+        "the request never reached the server"
+    );
+    // At the plugin's deadline (1350 ms into the call), not a timeout of the host's HTTP
+    // client, with room for a loaded machine.
+    assert!(
+        took < std::time::Duration::from_millis(CALL_TIMEOUT_MS + 3000),
+        "answered after {took:?}"
+    );
+    Ok(())
+}
+
+/// A loopback HTTP "API" that accepts every connection and never answers: it keeps the
+/// connections open (never reading from them) until the test process ends.
+struct SilentServer {
+    url: String,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SilentServer {
+    fn start() -> anyhow::Result<Self> {
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").context("binding the silent server")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            let mut open = Vec::new();
+            for stream in listener.incoming().flatten() {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                open.push(stream);
+            }
+        });
+        Ok(Self { url, accepted })
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
