@@ -18,7 +18,8 @@ import (
 // returns (nil, nil) when the resource does not exist; Delete SHOULD succeed when it is
 // already gone. The calls of one reconcile pass of one object may share an instance (in
 // order, one at a time); nothing survives from one object or pass to another: keep no state
-// between calls. obj.Context() is the call's context (its deadline: the host's, CallDeadlineEnv).
+// between calls. obj.Context() is the call's context (its deadline: the host's,
+// CallDeadlineEnv, less a margin).
 //
 // Embed Base[S, F, T] for the defaults of the optional methods (ListForAdoption,
 // ListForImport, Reconcilers, RunReconciler, Available, Observed). A kind with several API
