@@ -16,9 +16,17 @@
 //!   fresh store and instance — `observed` without I/O, `get-by-id` (one GET) and `create` (one
 //!   POST with a JSON body) through its HTTP client to a loopback stand-in of the PowerDNS API
 //!   (keep-alive, answers a zone), the plugin's connection pool reused between calls. `<build>`
-//!   is `current`, and for each directory of `ORCHARD_BENCH_BASELINE_DIRS` (`:`-separated) the
-//!   `pdns_zone.wasm` there, named after the directory: other builds measured in the same run,
+//!   is `current`, and for each directory of `ORCHARD_BENCH_BASELINE_DIRS` (`:`-separated)
+//!   that holds a `pdns_zone.wasm`, that build, named after the directory: other builds measured in the same run,
 //!   interleaved (before/after a change of the plugin or its SDK; `load/pdns-zone-<dir>/*` too).
+//! - `call/{go-rabbitmq-exchange,python-rabbitmq-vhost}/{observed,get_by_id_http,create_http}/<build>`:
+//!   the same for the Go and Python actuators on their standard HTTP clients (net/http through
+//!   `orchard.Transport()`, `requests` through the SDK's transport adapter), against a loopback
+//!   stand-in of RabbitMQ's management API — `get-by-id` is three GETs for the exchange (it,
+//!   its bindings, its policy) and two for the vhost (it, its limits), `create` one PUT with a
+//!   JSON body. Their `<build>`s: `current`, and each directory of `ORCHARD_BENCH_BASELINE_DIRS`
+//!   that holds `rabbitmq_exchange.wasm` or `rabbitmq_vhost.wasm` (a directory without a
+//!   plugin's file is left out of that plugin's groups).
 //!
 //! Needs the plugin components: `make plugins` (or `make bench`, which builds them first).
 //! `ORCHARD_PLUGIN_DIR` overrides where they are looked for.
@@ -32,7 +40,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
-use orchard::actuator::{Actuator, ExternalResource, ManagedObject, NativeActuator};
+use orchard::actuator::{Actuator, Dependency, ExternalResource, ManagedObject, NativeActuator};
 use orchard::runtime::{EgressPolicy, PluginConfig, Runtime};
 use orchard_fixture_echo::Echo;
 use serde_json::json;
@@ -43,6 +51,12 @@ fn plugin_dir() -> PathBuf {
         return dir.into();
     }
     paths::target_dir().join("wasm32-wasip2/plugin")
+}
+
+mod loopback {
+    // Shared with the egress unit tests (src/runtime/egress.rs) and benches/egress.rs.
+    #![allow(dead_code, reason = "this benchmark serves plain HTTP only")]
+    include!("support/loopback.rs");
 }
 
 /// The suites' one paths module (target directory, plugins, the `orchard` binary).
@@ -210,19 +224,33 @@ fn guest_calls(c: &mut Criterion) {
     }
 }
 
-/// The builds of pdns-zone to measure: the current one (`current`), and the one in each
-/// directory of `ORCHARD_BENCH_BASELINE_DIRS`, named after the directory.
-fn pdns_zone_builds() -> Vec<(String, PathBuf)> {
-    let mut builds = vec![("current".to_owned(), component("pdns_zone.wasm"))];
+/// The builds of the plugin in `file` to measure: the current one (`current`), and the one in
+/// each directory of `ORCHARD_BENCH_BASELINE_DIRS` that holds `file`, named after the
+/// directory.
+fn builds(file: &str) -> Vec<(String, PathBuf)> {
+    let mut builds = vec![("current".to_owned(), component(file))];
     if let Some(dirs) = std::env::var_os("ORCHARD_BENCH_BASELINE_DIRS") {
         for dir in std::env::split_paths(&dirs) {
-            let path = dir.join("pdns_zone.wasm");
-            assert!(path.is_file(), "{} not found", path.display());
-            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-            builds.push((name, path));
+            let path = dir.join(file);
+            if path.is_file() {
+                let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+                builds.push((name, path));
+            }
         }
     }
     builds
+}
+
+/// `200` with `body` as JSON, on a keep-alive connection.
+fn json_answer(body: &'static str) -> loopback::Response {
+    let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(
+        body.as_bytes(),
+    )));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The zone the stand-in answers every request with.
@@ -233,31 +261,7 @@ const ZONE: &str = r#"{"id":"example.org.","name":"example.org.","kind":"Native"
 async fn zone_server() -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            counter.fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|request: hyper::Request<_>| async {
-                    // The request's body is read to its end, as a server does.
-                    let _ = http_body_util::BodyExt::collect(request.into_body()).await;
-                    let mut response = hyper::Response::new(http_body_util::Full::new(
-                        bytes::Bytes::from_static(ZONE.as_bytes()),
-                    ));
-                    response.headers_mut().insert(
-                        http::header::CONTENT_TYPE,
-                        http::HeaderValue::from_static("application/json"),
-                    );
-                    Ok::<_, std::convert::Infallible>(response)
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+    let accepted = loopback::serve(listener, |_request| async { json_answer(ZONE) });
     (url, accepted)
 }
 
@@ -282,7 +286,7 @@ fn pdns_zone_calls(c: &mut Criterion) {
         id: "example.org.".into(),
         state: serde_json::from_str(ZONE).unwrap(),
     };
-    let builds: Vec<_> = pdns_zone_builds()
+    let builds: Vec<_> = builds("pdns_zone.wasm")
         .into_iter()
         .map(|(build, path)| {
             let config = PluginConfig {
@@ -336,6 +340,185 @@ fn pdns_zone_calls(c: &mut Criterion) {
     );
 }
 
+/// The exchange, its bindings and its policy, and the vhost and its limits, as RabbitMQ's
+/// management API answers them.
+const EXCHANGE: &str = r#"{"name":"events","vhost":"orders","type":"topic","durable":true,"auto_delete":false,"internal":false,"arguments":{}}"#;
+const BINDINGS: &str = r#"[{"source":"amq.topic","vhost":"orders","destination":"events","destination_type":"exchange","routing_key":"orders.#","arguments":{},"properties_key":"orders.%23"}]"#;
+const POLICY: &str = r#"{"vhost":"orders","name":"orchard.exchange.events","pattern":"^events$","apply-to":"exchanges","definition":{"alternate-exchange":"unrouted"},"priority":100}"#;
+const VHOST: &str = r#"{"name":"orders","description":"Orders of the web shop","tags":["shop","prod"],"tracing":false,"default_queue_type":"classic","metadata":{"description":"Orders of the web shop","tags":["shop","prod"]}}"#;
+const VHOST_LIMITS: &str =
+    r#"[{"vhost":"orders","value":{"max-connections":100,"max-queues":10}}]"#;
+
+/// A keep-alive stand-in of RabbitMQ's management API on loopback: the GETs of the exchange,
+/// its bindings and policy, and of the vhost and its limits, answered as above; a PUT `201`
+/// without a body (as RabbitMQ answers a declaration); anything else `404`. Its URL, and the
+/// number of connections it accepted.
+async fn rabbitmq_server() -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = loopback::serve(listener, |request: http::request::Parts| async move {
+        let body = match (request.method.as_str(), request.uri.path()) {
+            ("GET", "/api/exchanges/orders/events") => EXCHANGE,
+            ("GET", "/api/exchanges/orders/events/bindings/destination") => BINDINGS,
+            ("GET", "/api/policies/orders/orchard.exchange.events") => POLICY,
+            ("GET", "/api/vhosts/orders") => VHOST,
+            ("GET", "/api/vhost-limits/orders") => VHOST_LIMITS,
+            ("PUT", _) => {
+                let mut created = loopback::Response::default();
+                *created.status_mut() = http::StatusCode::CREATED;
+                return created;
+            }
+            _ => {
+                let mut missing =
+                    json_answer(r#"{"error":"Object Not Found","reason":"Not Found"}"#);
+                *missing.status_mut() = http::StatusCode::NOT_FOUND;
+                return missing;
+            }
+        };
+        json_answer(body)
+    });
+    (url, accepted)
+}
+
+/// A RabbitMQ actuator of the comparison: its group's name, component, an object to create
+/// (which `get-by-id` also takes) and the resource it reads back.
+struct RabbitGuest {
+    name: &'static str,
+    file: &'static str,
+    object: ManagedObject,
+    resource: ExternalResource,
+}
+
+/// The Go exchange and the Python vhost, with credentials for the stand-in at `url`.
+fn rabbitmq_guests(url: &str) -> Vec<RabbitGuest> {
+    let base = ManagedObject {
+        namespace: "shop".into(),
+        uid: "0c9f4f5e-0d6b-4a57-a1e5-6b8f0c2d1a33".into(),
+        generation: 1,
+        credentials: BTreeMap::from([
+            ("url".to_owned(), url.as_bytes().to_vec()),
+            ("username".to_owned(), b"bench".to_vec()),
+            ("password".to_owned(), b"bench".to_vec()),
+        ]),
+        ..ManagedObject::default()
+    };
+    vec![
+        RabbitGuest {
+            name: "go-rabbitmq-exchange",
+            file: "rabbitmq_exchange.wasm",
+            object: ManagedObject {
+                name: "events".into(),
+                spec: Some(
+                    json!({"vhostRef": "orders", "name": "events", "type": "topic",
+                                  "durable": true, "bindings": [{"exchange": "amq.topic",
+                                  "routingKey": "orders.#"}], "alternateExchange": "unrouted"}),
+                ),
+                status_id: Some("orders/events".into()),
+                dependencies: vec![Dependency {
+                    name: "vhost".into(),
+                    kind: "RabbitVhost".into(),
+                    object: "orders".into(),
+                    id: Some("orders".into()),
+                    observed: None,
+                }],
+                ..base.clone()
+            },
+            resource: ExternalResource {
+                id: "orders/events".into(),
+                state: json!({"vhost": "orders", "name": "events", "type": "topic",
+                              "durable": true, "autoDelete": false, "internal": false,
+                              "arguments": {}, "bindings": [{"exchange": "amq.topic",
+                              "routingKey": "orders.#", "propertiesKey": "orders.%23"}],
+                              "policy": {"alternate-exchange": "unrouted"}}),
+            },
+        },
+        RabbitGuest {
+            name: "python-rabbitmq-vhost",
+            file: "rabbitmq_vhost.wasm",
+            object: ManagedObject {
+                name: "orders".into(),
+                spec: Some(
+                    json!({"name": "orders", "description": "Orders of the web shop",
+                                  "tags": ["prod", "shop"], "tracing": false,
+                                  "maxConnections": 100, "maxQueues": 10}),
+                ),
+                status_id: Some("orders".into()),
+                ..base
+            },
+            resource: ExternalResource {
+                id: "orders".into(),
+                state: json!({"name": "orders", "description": "Orders of the web shop",
+                              "tags": ["prod", "shop"], "tracing": false,
+                              "limits": {"max-connections": 100, "max-queues": 10}}),
+            },
+        },
+    ]
+}
+
+/// The Go and Python RabbitMQ actuators' calls, of each build, in one run: `observed` (no
+/// I/O), `get-by-id` (three GETs for the exchange, two for the vhost) and `create` (one PUT)
+/// through their standard HTTP clients to a loopback stand-in of the management API.
+/// Compiled components are cached under the target directory (`bench-compiled`): the Python
+/// components take seconds to compile, and a run filtered to other groups still loads them.
+fn rabbitmq_calls(c: &mut Criterion) {
+    let rt = tokio();
+    let runtime = Runtime::new(Some(paths::target_dir().join("bench-compiled"))).unwrap();
+    let (url, accepted) = rt.block_on(rabbitmq_server());
+    for guest in rabbitmq_guests(&url) {
+        let (name, obj, res) = (guest.name, &guest.object, &guest.resource);
+        let builds: Vec<_> = builds(guest.file)
+            .into_iter()
+            .map(|(build, path)| {
+                let config = PluginConfig {
+                    egress: EgressPolicy::allowing([url.as_str()]).unwrap(),
+                    ..PluginConfig::default()
+                };
+                let actuator = runtime.load_file(&path, None, config).unwrap();
+                // Each build reads back the same resource and creates the same way.
+                let got = rt
+                    .block_on(actuator.get_by_id(obj, &res.id))
+                    .unwrap()
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(got, *res, "{name}/{build}: get-by-id");
+                let created = rt.block_on(actuator.create(obj)).unwrap().unwrap();
+                assert_eq!(created.id, res.id, "{name}/{build}: create");
+                let observed = rt.block_on(actuator.observed(res)).unwrap();
+                assert!(observed.is_object(), "{name}/{build}: observed {observed}");
+                (build, actuator)
+            })
+            .collect();
+        for call in ["observed", "get_by_id_http", "create_http"] {
+            let mut group = c.benchmark_group(format!("call/{name}/{call}"));
+            group.warm_up_time(Duration::from_secs(2));
+            group.measurement_time(Duration::from_secs(5));
+            // Interleaved: each build measured right after the other, under the same load.
+            for (build, actuator) in &builds {
+                group.bench_function(build.as_str(), |bench| {
+                    bench.to_async(&rt).iter(|| async {
+                        match call {
+                            "observed" => {
+                                actuator.observed(res).await.unwrap();
+                            }
+                            "get_by_id_http" => {
+                                actuator.get_by_id(obj, &res.id).await.unwrap().unwrap();
+                            }
+                            _ => {
+                                actuator.create(obj).await.unwrap().unwrap();
+                            }
+                        }
+                    });
+                });
+            }
+            group.finish();
+        }
+    }
+    eprintln!(
+        "RabbitMQ stand-in: {} connections accepted",
+        accepted.load(Ordering::Relaxed)
+    );
+}
+
 fn loads(c: &mut Criterion) {
     let cold = Runtime::new(None).unwrap();
     let cache_dir = tempfile::tempdir().unwrap();
@@ -350,7 +533,7 @@ fn loads(c: &mut Criterion) {
         ),
         ("c-pdns-tsig".to_owned(), component("pdns_tsig.wasm")),
     ];
-    for (build, path) in pdns_zone_builds().into_iter().skip(1) {
+    for (build, path) in builds("pdns_zone.wasm").into_iter().skip(1) {
         components.push((format!("pdns-zone-{build}"), path));
     }
     for (name, path) in components {
@@ -383,6 +566,6 @@ fn loads(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default();
-    targets = calls, guest_calls, pdns_zone_calls, loads
+    targets = calls, guest_calls, pdns_zone_calls, rabbitmq_calls, loads
 }
 criterion_main!(benches);

@@ -26,7 +26,7 @@ use orchard::runtime::{EgressPolicy, TrustedCas};
 use wasmtime_wasi_http::RequestOptions;
 
 mod loopback {
-    // Shared with the egress unit tests (src/runtime/egress.rs).
+    // Shared with the egress unit tests (src/runtime/egress.rs) and benches/calls.rs.
     include!("support/loopback.rs");
 }
 use loopback::{get_request, private_pki};
@@ -36,31 +36,22 @@ async fn server(tls: Option<Arc<rustls::ServerConfig>>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{}", listener.local_addr().unwrap());
-    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let ok = |_request| async {
+        hyper::Response::new(http_body_util::Full::new(Bytes::from_static(b"ok")))
+    };
+    let Some(tls) = tls else {
+        loopback::serve(listener, ok);
+        return url;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(|_request| async {
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                        http_body_util::Full::new(Bytes::from_static(b"ok")),
-                    ))
-                });
-                let http = hyper::server::conn::http1::Builder::new();
-                let _ = match acceptor {
-                    Some(acceptor) => {
-                        let Ok(tls) = acceptor.accept(stream).await else {
-                            return;
-                        };
-                        http.serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                            .await
-                    }
-                    None => {
-                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await
-                    }
-                };
+                if let Ok(tls) = acceptor.accept(stream).await {
+                    loopback::serve_connection(tls, ok).await;
+                }
             });
         }
     });

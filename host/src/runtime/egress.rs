@@ -794,47 +794,40 @@ mod tests {
     async fn server(answer: Answer) -> (String, Arc<AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&accepted);
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                counter.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(answer_on(stream, answer));
-            }
-        });
-        (url, accepted)
+        (url, loopback::serve(listener, respond(answer)))
     }
 
-    /// Serves one connection, answering each request as `answer` says.
-    async fn answer_on<Io>(io: Io, answer: Answer)
-    where
-        Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    /// What a server answering as `answer` says does with each request.
+    fn respond(
+        answer: Answer,
+    ) -> impl Fn(http::request::Parts) -> BoxFuture<'static, loopback::Response> + Clone + Send + Sync
     {
-        let service = hyper::service::service_fn(move |_request| async move {
-            let body = match answer {
-                Answer::Body(body) => body,
-                Answer::Close => "ok",
-                Answer::Never => std::future::pending().await,
-            };
-            Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
-                Bytes::from_static(body.as_bytes()),
-            )))
-        });
-        let _ = hyper::server::conn::http1::Builder::new()
-            .keep_alive(!matches!(answer, Answer::Close))
-            .serve_connection(hyper_util::rt::TokioIo::new(io), service)
-            .await;
+        move |_request| {
+            Box::pin(async move {
+                match answer {
+                    Answer::Body(body) => hyper::Response::new(http_body_util::Full::new(
+                        Bytes::from_static(body.as_bytes()),
+                    )),
+                    Answer::Close => hyper::Response::builder()
+                        .header(http::header::CONNECTION, "close")
+                        .body(http_body_util::Full::new(Bytes::from_static(b"ok")))
+                        .unwrap(),
+                    Answer::Never => std::future::pending().await,
+                }
+            })
+        }
     }
 
     mod loopback {
-        // Shared with benches/egress.rs.
+        // Shared with benches/egress.rs and benches/calls.rs.
         include!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/benches/support/loopback.rs"
         ));
     }
     use loopback::{get_request, private_pki};
+
+    type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
     /// An HTTPS server on loopback answering `ok` on keep-alive connections; returns its URL
     /// and the number of TLS handshakes it completed.
@@ -852,7 +845,7 @@ mod tests {
                     // A client that does not trust the certificate aborts the handshake.
                     if let Ok(tls) = acceptor.accept(stream).await {
                         counter.fetch_add(1, Ordering::SeqCst);
-                        answer_on(tls, Answer::Body("ok")).await;
+                        loopback::serve_connection(tls, respond(Answer::Body("ok"))).await;
                     }
                 });
             }

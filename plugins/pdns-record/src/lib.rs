@@ -14,21 +14,33 @@
 use orchard_sdk::report::Diff;
 use orchard_sdk::{Actuator, DependencyDecl, Description, Failure, Object, Resource, Status, json};
 use pdns_client::{Client, RRset, canonical};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// `spec.resource`.
-#[derive(Debug, Deserialize)]
+/// `spec.resource`. Its schema is the CRD's (`orchard_sdk::schema::of`); the fields' notes are
+/// `//` comments, not doc comments, so that the CRD stays as it was (a doc comment would become
+/// the field's `description`).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordSpec {
-    /// Name of the `DnsZone` object (same namespace).
+    // Name of the `DnsZone` object (same namespace); immutable.
+    #[schemars(length(max = 253), extend("x-kubernetes-validations" = [immutable("zoneRef")]))]
     pub zone_ref: String,
-    /// Owner name, absolute (`www.example.org.`) or relative to the zone (`www`, `@`).
+    // Owner name, absolute (`www.example.org.`) or relative to the zone (`www`, `@`); immutable.
+    #[schemars(length(max = 253), extend("x-kubernetes-validations" = [immutable("name")]))]
     pub name: String,
-    /// Record type: `A`, `AAAA`, `CNAME`, `TXT`, `MX`…
+    // Record type: `A`, `AAAA`, `CNAME`, `TXT`, `MX`…; immutable.
     #[serde(rename = "type")]
+    #[schemars(
+        length(max = 16),
+        regex(pattern = r"^[A-Za-z0-9]+$"),
+        extend("x-kubernetes-validations" = [immutable("type")])
+    )]
     pub rtype: String,
     #[serde(default = "default_ttl")]
+    #[schemars(range(min = 1, max = 2_147_483_647))]
     pub ttl: u32,
+    #[schemars(length(min = 1, max = 64), inner(length(max = 4096)))]
     pub records: Vec<String>,
 }
 
@@ -36,15 +48,40 @@ fn default_ttl() -> u32 {
     3600
 }
 
-/// `spec.import.filter`.
-#[derive(Debug, Deserialize)]
+/// The CEL rule keeping `field` as it was created.
+fn immutable(field: &str) -> serde_json::Value {
+    json!({"rule": "self == oldSelf", "message": format!("{field} is immutable")})
+}
+
+/// `spec.import.filter`. As in [`RecordSpec`], the notes are `//` comments.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordFilter {
-    /// Zone name, e.g. `example.org.`.
+    // Zone name, e.g. `example.org.`.
+    #[schemars(length(max = 253))]
     pub zone: String,
+    #[schemars(length(max = 253))]
     pub name: Option<String>,
     #[serde(rename = "type")]
+    #[schemars(length(max = 16))]
     pub rtype: Option<String>,
+}
+
+/// `status.resource`: what `observed` returns (`orchard_sdk::schema::observed`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Observed<'a> {
+    pub zone: &'a str,
+    pub name: &'a str,
+    #[serde(rename = "type")]
+    pub rtype: &'a str,
+    // Any integer, as the CRD has always said (a Rust unsigned type would add `minimum: 0`).
+    #[schemars(schema_with = "integer")]
+    pub ttl: u32,
+    pub records: Vec<&'a str>,
+}
+
+fn integer(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer"})
 }
 
 /// What the actuator remembers of a record set.
@@ -148,44 +185,9 @@ impl Actuator for PdnsRecord {
             version: "v1alpha1".into(),
             kind: "DnsRecord".into(),
             plural: "dnsrecords".into(),
-            resource_schema: json!({
-                "type": "object",
-                "required": ["zoneRef", "name", "type", "records"],
-                "properties": {
-                    "zoneRef": {"type": "string", "maxLength": 253,
-                                "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "zoneRef is immutable"}]},
-                    "name": {"type": "string", "maxLength": 253,
-                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
-                    "type": {"type": "string", "maxLength": 16, "pattern": "^[A-Za-z0-9]+$",
-                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "type is immutable"}]},
-                    "ttl": {"type": "integer", "minimum": 1, "maximum": i32::MAX, "default": 3600},
-                    "records": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string", "maxLength": 4096}}
-                }
-            })
-            .to_string(),
-            filter_schema: Some(
-                json!({
-                    "type": "object",
-                    "required": ["zone"],
-                    "properties": {
-                        "zone": {"type": "string", "maxLength": 253},
-                        "name": {"type": "string", "maxLength": 253},
-                        "type": {"type": "string", "maxLength": 16}
-                    }
-                })
-                .to_string(),
-            ),
-            observed_schema: json!({
-                "type": "object",
-                "properties": {
-                    "zone": {"type": "string"},
-                    "name": {"type": "string"},
-                    "type": {"type": "string"},
-                    "ttl": {"type": "integer"},
-                    "records": {"type": "array", "items": {"type": "string"}}
-                }
-            })
-            .to_string(),
+            resource_schema: orchard_sdk::schema::of::<RecordSpec>(),
+            filter_schema: Some(orchard_sdk::schema::of::<RecordFilter>()),
+            observed_schema: orchard_sdk::schema::observed::<Observed<'static>>(),
             dependencies: vec![DependencyDecl {
                 for_delete: true,
                 ..DependencyDecl::guarded("zone", "zoneRef", "DnsZone")
@@ -339,13 +341,14 @@ impl Actuator for PdnsRecord {
 
     fn observed(&self, res: &Resource<RecordState>) -> Result<serde_json::Value, Failure> {
         let r = &res.state.rrset;
-        Ok(json!({
-            "zone": res.state.zone,
-            "name": r.name,
-            "type": r.rtype,
-            "ttl": r.ttl,
-            "records": r.records.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(),
-        }))
+        let observed = Observed {
+            zone: &res.state.zone,
+            name: &r.name,
+            rtype: &r.rtype,
+            ttl: r.ttl,
+            records: r.records.iter().map(|r| r.content.as_str()).collect(),
+        };
+        Ok(serde_json::to_value(observed)?)
     }
 }
 
@@ -398,6 +401,67 @@ mod tests {
                 },
             },
         )
+    }
+
+    /// The CRD does not change with the schemas now derived from the types: they are, byte for
+    /// byte, the hand-written ones of before (`orchard crd` prints the same CRD).
+    #[test]
+    fn the_derived_schemas_are_the_hand_written_ones_byte_for_byte() {
+        let d = PdnsRecord.describe();
+        assert_eq!(
+            d.resource_schema,
+            json!({
+                "type": "object",
+                "required": ["zoneRef", "name", "type", "records"],
+                "properties": {
+                    "zoneRef": {"type": "string", "maxLength": 253,
+                                "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "zoneRef is immutable"}]},
+                    "name": {"type": "string", "maxLength": 253,
+                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "name is immutable"}]},
+                    "type": {"type": "string", "maxLength": 16, "pattern": "^[A-Za-z0-9]+$",
+                             "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "type is immutable"}]},
+                    "ttl": {"type": "integer", "minimum": 1, "maximum": i32::MAX, "default": 3600},
+                    "records": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string", "maxLength": 4096}}
+                }
+            })
+            .to_string()
+        );
+        assert_eq!(
+            d.filter_schema,
+            Some(
+                json!({
+                    "type": "object",
+                    "required": ["zone"],
+                    "properties": {
+                        "zone": {"type": "string", "maxLength": 253},
+                        "name": {"type": "string", "maxLength": 253},
+                        "type": {"type": "string", "maxLength": 16}
+                    }
+                })
+                .to_string()
+            )
+        );
+        assert_eq!(
+            d.observed_schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "zone": {"type": "string"},
+                    "name": {"type": "string"},
+                    "type": {"type": "string"},
+                    "ttl": {"type": "integer"},
+                    "records": {"type": "array", "items": {"type": "string"}}
+                }
+            })
+            .to_string()
+        );
+        // What observed() returns is what the schema says.
+        let observed = PdnsRecord.observed(&state(&["192.0.2.1"], 60)).unwrap();
+        assert_eq!(
+            observed,
+            json!({"zone": "example.org.", "name": "www.example.org.", "type": "A", "ttl": 60,
+                   "records": ["192.0.2.1"]})
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `orchard conformance` (issue 17) against the real PowerDNS and RabbitMQ: every plugin in
 //! `plugins/` keeps every rule, and each break of the `conformance-broken` fixture fails,
-//! naming the rule it breaks. Also `orchard invoke --dependency` (issue 15, item 5).
+//! naming the rule it breaks. Also `orchard invoke --dependency` (issue 15, item 5), and the C
+//! pdns-tsig's hand-written schemas against its Go twin's derived ones (issue 28).
 //!
 //! Each scenario runs the built `orchard` binary as a plugin author would and reads its JSON
 //! report; the external system is checked afterwards for leftovers.
@@ -335,6 +336,29 @@ async fn pdns_tsig_in_go_with_a_generated_client_keeps_every_rule() -> anyhow::R
     .filter(json!({"name": name, "algorithm": "hmac-sha256"}))
     .run()?
     .assert_all_pass();
+    Ok(())
+}
+
+/// C has no reflection: pdns-tsig's schemas are JSON written by hand. Its Go twin derives the
+/// same three from struct tags, and the two components describe them identically (only
+/// `orchard invoke … describe`: no test environment needed).
+#[test]
+fn the_c_tsig_actuator_describes_the_schemas_its_go_twin_derives_from_types() -> anyhow::Result<()>
+{
+    let describe = |crate_name: &str| -> anyhow::Result<Value> {
+        let out = orchard_e2e::run(
+            Command::new(orchard_bin())
+                .arg("invoke")
+                .arg(plugin(crate_name))
+                .arg("describe"),
+        )?;
+        serde_json::from_str(&out).with_context(|| format!("{crate_name} describe: {out}"))
+    };
+    let (c, go) = (describe("pdns-tsig")?, describe("pdns-tsig-go")?);
+    for schema in ["resourceSchema", "filterSchema", "observedSchema"] {
+        assert!(c[schema].is_object(), "pdns-tsig has no {schema}: {c}");
+        assert_eq!(c[schema], go[schema], "{schema}");
+    }
     Ok(())
 }
 
