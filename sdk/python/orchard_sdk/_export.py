@@ -6,6 +6,7 @@ one export class for every :class:`~orchard_sdk.Actuator`, and one more for the
 from __future__ import annotations
 
 import gc
+import sys
 import json
 from typing import Any, List, Optional, Tuple, Type
 
@@ -147,7 +148,8 @@ def export(actuator: Type[Actuator], *, warm_up: bool = True) -> type:
 
     While the component is built, ``reconcilers``, ``available`` and ``observed`` run a few
     times on sample inputs made from the plugin's types, with no way out (HTTP fails, logs and
-    reports are dropped), so that every instance starts warm (:mod:`orchard_sdk._warmup`).
+    reports are dropped), so that every instance starts warm (:mod:`orchard_sdk._warmup`);
+    when the plugin bundles ``requests``, a few requests through it answered in memory too.
     They MUST NOT leave module-level state a later call relies on; ``warm_up=False`` skips it.
     """
 
@@ -326,3 +328,7 @@ def _warm_up(exported: Any, actuator: Type[Actuator]) -> None:
                     call()
                 except Exception:  # noqa: BLE001 - a failure (an `Err`) or a bug: both only warm
                     pass
+        # requests, when the plugin bundles it: its first requests' work, done here once.
+        requests_transport = sys.modules.get("orchard_sdk.requests_transport")
+        if requests_transport is not None:
+            requests_transport.warm_up(WARM_UP_ROUNDS)

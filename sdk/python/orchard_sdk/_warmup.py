@@ -8,7 +8,11 @@ instance doing that work again on its first calls.
 
 Meanwhile the host's imports do not exist. The SDK's ways out check :data:`active` and stay
 inside: an HTTP request fails with a :class:`~orchard_sdk.http.TransportError`, logs and
-reports are dropped.
+reports are dropped. A plugin that bundles ``requests`` (imports
+``orchard_sdk.requests_transport``) also has a few requests sent through the whole of it, each
+answered in memory by the adapter and never by the SDK's client
+(:func:`orchard_sdk.requests_transport.warm_up`): the first requests of every call would
+otherwise do that work again.
 """
 
 from __future__ import annotations

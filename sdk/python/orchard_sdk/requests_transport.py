@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import io
 from http.client import HTTPMessage, responses
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import requests
 from requests.adapters import BaseAdapter
@@ -46,10 +46,10 @@ from requests.utils import get_encoding_from_headers
 from urllib3 import HTTPResponse
 from urllib3._collections import HTTPHeaderDict
 
-from . import http
+from . import _warmup, http
 from .errors import InvalidConfiguration
 
-__all__ = ["WasiAdapter", "TransportError", "session"]
+__all__ = ["WasiAdapter", "TransportError", "session", "warm_up"]
 
 #: Headers the transport of ``requests`` manages itself and wasi:http refuses (or sets).
 HOP_BY_HOP = frozenset(
@@ -131,8 +131,9 @@ class WasiAdapter(BaseAdapter):
             for k, v in request.headers.items()
             if k.lower() not in HOP_BY_HOP
         ]
+        send = http.send if _canned is None else _canned
         try:
-            answer = http.send(request.method or "GET", url, headers, _body(request.body), _timeouts(timeout))
+            answer = send(request.method or "GET", url, headers, _body(request.body), _timeouts(timeout))
         except http.TransportError as e:
             if isinstance(e, TransportError):
                 raise
@@ -184,3 +185,71 @@ def session() -> requests.Session:
     # Natively too, nothing from the environment: no proxies, no .netrc, no REQUESTS_CA_BUNDLE.
     s.trust_env = False
     return s
+
+
+# -- the warm-up while the component is built -------------------------------------------------
+
+#: What :class:`WasiAdapter` sends through instead of :func:`orchard_sdk.http.send`: ``None``,
+#: but :func:`_canned_answer` while :func:`warm_up` runs.
+_canned: Optional[Callable[..., http.Response]] = None
+
+#: The requests of :func:`warm_up`: the shapes of a plugin's calls (a JSON GET, a missing one, a
+#: PUT and a POST with JSON bodies, a DELETE), to a host of the reserved ``.invalid`` domain.
+_WARM_UP_REQUESTS: Tuple[Tuple[str, str, Any], ...] = (
+    ("GET", "http://warm-up.invalid:15672/api/things/a%2Fb", None),
+    ("GET", "http://warm-up.invalid:15672/api/things/missing?x=1", None),
+    ("PUT", "http://warm-up.invalid:15672/api/things/a%2Fb", {"description": "d", "tags": "a,b", "on": False}),
+    ("POST", "https://warm-up.invalid/api/things", {"value": 1, "arguments": {}}),
+    ("DELETE", "http://warm-up.invalid:15672/api/things/a%2Fb", None),
+)
+
+
+def _canned_answer(
+    method: str, url: str, headers: List[Tuple[str, str]], body: Optional[bytes] = None,
+    timeout: Any = None,
+) -> http.Response:
+    """The answer to a request of :func:`warm_up`, in memory: what a JSON API answers (a JSON
+    document, a JSON ``404``, an empty ``201``/``204``). Outside the warm-up, the
+    ``TransportError`` of a component being built: it never answers a real call."""
+    if not _warmup.active:
+        raise TransportError(f"HTTP transport error: {method} {url}: the warm-up's answer outside the warm-up")
+    if method == "GET":
+        missing = "/missing" in url
+        data = b'{"error":"Object Not Found","reason":"Not Found"}' if missing else \
+            b'{"name":"a/b","description":"d","tags":["a","b"],"on":false,"n":1,"limits":[{"value":{}}]}'
+        return http.Response(404 if missing else 200, [
+            ("content-type", "application/json"), ("content-length", str(len(data))),
+            ("vary", "accept, accept-encoding, origin"), ("cache-control", "no-cache"),
+        ], data)
+    return http.Response(201 if method in ("PUT", "POST") else 204, [("content-length", "0")], b"")
+
+
+def warm_up(rounds: int) -> None:
+    """Sends the requests of a plugin's calls through the whole of ``requests`` ``rounds`` times,
+    each answered in memory by :func:`_canned_answer` instead of :func:`orchard_sdk.http.send`,
+    so that the component's snapshot holds what their first run makes: lazy imports, the
+    caches of ``requests`` and urllib3 (``isinstance`` checks against ``requests``' protocols,
+    compiled patterns…) and specialised bytecode. Runs only while the component is built
+    (:mod:`orchard_sdk._warmup`, which :func:`orchard_sdk.export` calls it from); the adapter
+    sends through :func:`orchard_sdk.http.send` again when it returns, whatever happened."""
+    global _canned
+    if not _warmup.active:
+        raise RuntimeError("requests_transport.warm_up runs only while the component is built")
+    _canned = _canned_answer
+    try:
+        for _ in range(rounds):
+            s = session()
+            s.auth = ("warm-up", "warm-up")
+            for method, url, body in _WARM_UP_REQUESTS:
+                try:
+                    r = s.request(method, url, json=body, timeout=10 if body else None)
+                    if r.status_code != 404:
+                        http.check(r, "warm-up")
+                    if r.content:
+                        r.json()
+                    r.close()
+                except Exception:  # noqa: BLE001 - only warms: nothing of it is kept
+                    pass
+            s.close()
+    finally:
+        _canned = None

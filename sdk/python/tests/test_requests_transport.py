@@ -124,6 +124,55 @@ class AdapterTest(unittest.TestCase):
             http.session().get("https://h/", cert="/client.pem")
 
 
+class WarmUpTest(unittest.TestCase):
+    """The build-time warm-up (``requests_transport.warm_up``): requests answered in memory, and
+    only then."""
+
+    def setUp(self) -> None:
+        self.sent = Sent(http.Response(200, [], b"{}"))
+        patcher = mock.patch.object(http, "send", self.sent)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_the_warm_up_runs_requests_whole_stack_without_reaching_the_sdk_client(self):
+        from orchard_sdk import _warmup
+
+        answered = []
+        canned = requests_transport._canned_answer
+        with mock.patch.object(requests_transport, "_canned_answer",
+                               lambda *a, **k: answered.append(a[:2]) or canned(*a, **k)):
+            with _warmup.running():
+                requests_transport.warm_up(2)
+        self.assertEqual(len(answered), 2 * len(requests_transport._WARM_UP_REQUESTS))
+        self.assertEqual({m for m, _ in answered}, {"GET", "PUT", "POST", "DELETE"})
+        self.assertEqual(self.sent.calls, [])
+
+    def test_after_the_warm_up_a_request_goes_to_the_real_transport(self):
+        from orchard_sdk import _warmup
+
+        with _warmup.running():
+            requests_transport.warm_up(1)
+        r = http.session().get("http://rabbit:15672/api/vhosts/a")
+        self.assertEqual([c[:2] for c in self.sent.calls], [("GET", "http://rabbit:15672/api/vhosts/a")])
+        self.assertEqual(r.json(), {})
+
+    def test_a_warm_up_that_fails_still_restores_the_real_transport(self):
+        from orchard_sdk import _warmup
+
+        with mock.patch.object(requests_transport, "session", side_effect=RuntimeError("boom")):
+            with _warmup.running(), self.assertRaises(RuntimeError):
+                requests_transport.warm_up(1)
+        http.session().get("http://h/a")
+        self.assertEqual(len(self.sent.calls), 1)
+
+    def test_the_warm_up_and_its_answers_refuse_to_run_outside_a_build(self):
+        with self.assertRaises(RuntimeError):
+            requests_transport.warm_up(1)
+        with self.assertRaises(requests_transport.TransportError):
+            requests_transport._canned_answer("GET", "http://h/a", [])
+        self.assertIsNone(requests_transport._canned)
+
+
 # -- a fake of the component's wasi:http bindings (what componentize-py generates) -------------
 
 
