@@ -61,6 +61,10 @@ HOP_BY_HOP = frozenset(
 )
 
 
+#: The headers the cookie jar reads (``http.cookiejar``).
+_SET_COOKIE = frozenset(("set-cookie", "set-cookie2"))
+
+
 class TransportError(http.TransportError, requests.exceptions.ConnectionError):
     """No response: the SDK's ``TransportError`` (``Transient``) that ``requests`` code also
     catches as a ``ConnectionError``."""
@@ -138,7 +142,14 @@ class WasiAdapter(BaseAdapter):
             if isinstance(e, TransportError):
                 raise
             raise TransportError(e.message) from None
-        return self.build_response(request, answer)
+        response = self.build_response(request, answer)
+        if not stream and "content-encoding" not in response.headers:
+            # The body is already whole and as sent: ``content`` is it, not a copy joined from
+            # urllib3's reads of it in 10 kB chunks (a compressed body still goes through them,
+            # to be decoded as requests does; so does every body with ``stream=True``).
+            response._content = answer.body
+            response._content_consumed = True
+        return response
 
     def build_response(self, request: requests.PreparedRequest, answer: http.Response) -> requests.Response:
         """What ``requests``' own adapter builds from a urllib3 response, from the SDK's."""
@@ -152,11 +163,14 @@ class WasiAdapter(BaseAdapter):
             request_method=request.method,
             request_url=request.url,
         )
-        # What the cookie jar reads the Set-Cookie headers from.
-        msg = HTTPMessage()
-        for k, v in answer.headers:
-            msg[k] = v
-        raw._original_response = _Original(msg)  # type: ignore[attr-defined]
+        # What the cookie jar reads the Set-Cookie headers from: none without them (then
+        # neither this adapter nor the session looks for cookies in the answer).
+        cookies = [(k, v) for k, v in answer.headers if k.lower() in _SET_COOKIE]
+        if cookies:
+            msg = HTTPMessage()
+            for k, v in cookies:
+                msg[k] = v
+            raw._original_response = _Original(msg)  # type: ignore[attr-defined]
         response = requests.Response()
         response.status_code = answer.status
         response.headers = CaseInsensitiveDict(raw.headers)
@@ -164,7 +178,8 @@ class WasiAdapter(BaseAdapter):
         response.raw = raw
         response.reason = raw.reason
         response.url = request.url or ""
-        extract_cookies_to_jar(response.cookies, request, raw)
+        if cookies:
+            extract_cookies_to_jar(response.cookies, request, raw)
         response.request = request
         response.connection = self
         return response

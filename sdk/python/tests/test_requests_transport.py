@@ -105,6 +105,16 @@ class AdapterTest(unittest.TestCase):
         s.get("http://h/b")
         self.assertEqual(sent.headers(1)["cookie"], "sid=1")
 
+    def test_a_body_is_the_content_as_answered_and_streams_when_asked(self):
+        body = b'{"name": "orders"}'
+        self.send(http.Response(200, [("Content-Type", "application/json")], body),
+                  http.Response(200, [("Content-Type", "application/json")], body))
+        s = http.session()
+        self.assertIs(s.get("http://h/a").content, body)
+        r = s.get("http://h/a", stream=True)
+        self.assertEqual(b"".join(r.iter_content(5)), body)
+        self.assertEqual(len(s.cookies), 0)
+
     def test_redirects_are_followed_each_through_the_client(self):
         sent = self.send(http.Response(302, [("Location", "/api/b")], b""), http.Response(200, [], b"ok"))
         r = http.session().get("http://h/api/a")
