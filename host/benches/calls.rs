@@ -26,7 +26,9 @@
 //!   its bindings, its policy) and two for the vhost (it, its limits), `create` one PUT with a
 //!   JSON body. Their `<build>`s: `current`, and each directory of `ORCHARD_BENCH_BASELINE_DIRS`
 //!   that holds `rabbitmq_exchange.wasm` or `rabbitmq_vhost.wasm` (a directory without a
-//!   plugin's file is left out of that plugin's groups).
+//!   plugin's file is left out of that plugin's groups). With `ORCHARD_BENCH_INTERLEAVED=<n>`,
+//!   their builds also take turns call by call, `n` calls each, and the median and quartiles
+//!   are printed (for a loaded machine, where criterion's seconds per build see different loads).
 //!
 //! Needs the plugin components: `make plugins` (or `make bench`, which builds them first).
 //! `ORCHARD_PLUGIN_DIR` overrides where they are looked for.
@@ -37,11 +39,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use orchard::actuator::{Actuator, Dependency, ExternalResource, ManagedObject, NativeActuator};
-use orchard::runtime::{EgressPolicy, PluginConfig, Runtime};
+use orchard::runtime::{ComponentActuator, EgressPolicy, PluginConfig, Runtime};
 use orchard_fixture_echo::Echo;
 use serde_json::json;
 
@@ -488,6 +490,29 @@ fn rabbitmq_calls(c: &mut Criterion) {
                 (build, actuator)
             })
             .collect();
+        if let Some(rounds) = interleaved_rounds() {
+            for call in ["observed", "get_by_id_http", "create_http"] {
+                let mut times = vec![Vec::with_capacity(rounds); builds.len()];
+                for round in 0..rounds {
+                    // Each round starts with the next build: none is always first or last.
+                    for i in (0..builds.len()).map(|i| (i + round) % builds.len()) {
+                        let start = Instant::now();
+                        rt.block_on(rabbitmq_call(call, &builds[i].1, obj, res));
+                        times[i].push(start.elapsed());
+                    }
+                }
+                for ((build, _), times) in builds.iter().zip(&mut times) {
+                    times.sort_unstable();
+                    let at = |q: usize| times[(times.len() - 1) * q / 4].as_secs_f64() * 1e6;
+                    eprintln!(
+                        "interleaved call/{name}/{call}/{build}: median {:.0} µs (quartiles {:.0}–{:.0}, {rounds} calls)",
+                        at(2),
+                        at(1),
+                        at(3)
+                    );
+                }
+            }
+        }
         for call in ["observed", "get_by_id_http", "create_http"] {
             let mut group = c.benchmark_group(format!("call/{name}/{call}"));
             group.warm_up_time(Duration::from_secs(2));
@@ -495,19 +520,9 @@ fn rabbitmq_calls(c: &mut Criterion) {
             // Interleaved: each build measured right after the other, under the same load.
             for (build, actuator) in &builds {
                 group.bench_function(build.as_str(), |bench| {
-                    bench.to_async(&rt).iter(|| async {
-                        match call {
-                            "observed" => {
-                                actuator.observed(res).await.unwrap();
-                            }
-                            "get_by_id_http" => {
-                                actuator.get_by_id(obj, &res.id).await.unwrap().unwrap();
-                            }
-                            _ => {
-                                actuator.create(obj).await.unwrap().unwrap();
-                            }
-                        }
-                    });
+                    bench
+                        .to_async(&rt)
+                        .iter(|| rabbitmq_call(call, actuator, obj, res));
                 });
             }
             group.finish();
@@ -517,6 +532,37 @@ fn rabbitmq_calls(c: &mut Criterion) {
         "RabbitMQ stand-in: {} connections accepted",
         accepted.load(Ordering::Relaxed)
     );
+}
+
+/// One of the RabbitMQ actuators' calls: `observed`, `get_by_id_http` or `create_http`.
+async fn rabbitmq_call(
+    call: &str,
+    actuator: &ComponentActuator,
+    obj: &ManagedObject,
+    res: &ExternalResource,
+) {
+    match call {
+        "observed" => {
+            actuator.observed(res).await.unwrap();
+        }
+        "get_by_id_http" => {
+            actuator.get_by_id(obj, &res.id).await.unwrap().unwrap();
+        }
+        _ => {
+            actuator.create(obj).await.unwrap().unwrap();
+        }
+    }
+}
+
+/// `ORCHARD_BENCH_INTERLEAVED=<n>`: before their criterion groups, the RabbitMQ actuators' calls
+/// also run `n` times each with the builds taking turns call by call, and the median and
+/// quartiles of each build are printed: on a loaded machine every build then sees the same
+/// load, where criterion measures one build for seconds before the next.
+fn interleaved_rounds() -> Option<usize> {
+    std::env::var("ORCHARD_BENCH_INTERLEAVED")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
 }
 
 fn loads(c: &mut Criterion) {
