@@ -39,8 +39,17 @@ trap 'rm -rf "$work"' EXIT
 write_gowork "$work/go.work" "$plugin"
 export GOCACHE=${GOCACHE:-$HOME/.cache/orchard/go-build} GOWORK=$work/go.work GOPROXY=off GOTOOLCHAIN=local
 check_modules "$plugin"
+# Describe and Versions are pure: the plugin, built natively, writes their answers as a Go file
+# of the SDK (orchard.BuiltDescriptionEnv), which the component's build adds (an overlay). The
+# component then answers them from constants and does not link package schema's JSON-Schema
+# library, whose package initialisers every fresh instance would run (docs/benchmarks.md).
+(cd "$plugin" && CGO_ENABLED=0 go build -trimpath -o "$work/describe" .)
+ORCHARD_SDK_BUILT_DESCRIPTION="$work/built_description_wasip1.go" "$work/describe" \
+  || die "the plugin's Describe or Versions failed when run natively (see above)"
+[ -s "$work/built_description_wasip1.go" ] || die "the plugin wrote no description: does its init call orchard.Export?"
+printf '{"Replace":{"%s":"%s"}}\n' "$SDK/built_description_wasip1.go" "$work/built_description_wasip1.go" >"$work/overlay.json"
 # -checklinkname=0: the wit runtime links to runtime.sbrk.
-(cd "$plugin" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
+(cd "$plugin" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -overlay="$work/overlay.json" \
   -ldflags="-s -w -checklinkname=0" -o "$work/core.wasm" .)
 # The world versioned-actuator-plugin: every Go component exports conversion (WIT 0.1.2).
 "$WASM_TOOLS" component embed --world versioned-actuator-plugin "$SDK/../../wit" "$work/core.wasm" -o "$work/embed.wasm"

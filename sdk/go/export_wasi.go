@@ -4,6 +4,7 @@ package orchard
 
 import (
 	"encoding/json"
+	"errors"
 	"sort"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
@@ -124,8 +125,44 @@ func status(s Status) wt.Status {
 	return out
 }
 
+// builtDescriptionJSON is the description computed at build time (built_description.go), set
+// by the file sdk/go/build.sh adds to this package; empty when built otherwise.
+var builtDescriptionJSON string
+
+// built is the description computed at build time, if there is one.
+func built() *builtDescription {
+	if builtDescriptionJSON == "" {
+		return nil
+	}
+	var b builtDescription
+	if err := json.Unmarshal([]byte(builtDescriptionJSON), &b); err != nil {
+		panic("the description computed at build time: " + err.Error())
+	}
+	return &b
+}
+
+func (e exporter) describe() (RawDescription, error) {
+	if b := built(); b != nil {
+		if b.DescribeError != "" {
+			return RawDescription{}, errors.New(b.DescribeError)
+		}
+		return b.Description, nil
+	}
+	return e.r.Describe()
+}
+
+func (e exporter) versions() ([]RawAPIVersion, error) {
+	if b := built(); b != nil {
+		if b.VersionsError != "" {
+			return nil, errors.New(b.VersionsError)
+		}
+		return b.Versions, nil
+	}
+	return e.r.Versions()
+}
+
 func (e exporter) Describe() wt.Description {
-	d, err := e.r.Describe()
+	d, err := e.describe()
 	if err != nil {
 		// describe has no failure in the contract: a trap is what the host expects then.
 		panic("describe: " + err.Error())
@@ -213,7 +250,7 @@ func (e exporter) Available(o wt.ManagedObject, r wt.ExternalResource) (wt.Avail
 func (e exporter) Observed(r wt.ExternalResource) string { return e.r.Observed(rawResource(r)) }
 
 func (e exporter) Versions() []wc.ApiVersion {
-	versions, err := e.r.Versions()
+	versions, err := e.versions()
 	if err != nil {
 		// versions has no failure in the contract: a trap is what the host expects then.
 		panic("versions: " + err.Error())

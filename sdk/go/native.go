@@ -14,5 +14,16 @@ func logLine(level Level, message string) {
 }
 
 // Export registers the actuator the component exports. Natively (unit tests) it does nothing:
-// call the actuator, or NewRaw(actuator), directly.
-func Export[S, F, T any](a Actuator[S, F, T]) {}
+// call the actuator, or NewRaw(actuator), directly. With BuiltDescriptionEnv set (sdk/go/build.sh)
+// it writes the actuator's description there and exits.
+func Export[S, F, T any](a Actuator[S, F, T]) {
+	path := os.Getenv(BuiltDescriptionEnv)
+	if path == "" {
+		return
+	}
+	if err := describeAtBuild(NewRaw(a), path); err != nil {
+		fmt.Fprintf(os.Stderr, "orchard: %s: %v\n", BuiltDescriptionEnv, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}

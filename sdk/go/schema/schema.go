@@ -1,8 +1,11 @@
+//go:build !wasip1
+
 // Package schema derives the schemas of an Orchard actuator's description (spec.resource,
 // spec.import.filter, status.resource) from Go types, in the form a CRD needs.
 //
 // It is a package of its own so that a plugin that writes its schemas by hand does not carry
-// the JSON-Schema library (about 0.5 MB of component).
+// the JSON-Schema library (about 0.5 MB of component). Inside a component the schemas are not
+// derived (schema_wasip1.go): sdk/go/build.sh runs Describe and Versions natively.
 package schema
 
 import (
