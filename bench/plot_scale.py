@@ -1,7 +1,9 @@
 """Issue 25's scale curve (docs/benchmarks.md "Scale"): time to all Available, time to all
 deleted and the host's peak RSS against N, from bench/results/<date>-scale-n<N>.json.
 
-    python bench/plot_scale.py [--date 2026-12-03] [--out docs/img/scale-curve.png]
+    python bench/plot_scale.py [--date 2026-12-03 --date 2026-12-06] [--out docs/img/scale-curve.png]
+
+Each --date adds that day's runs (one point per N; a later date's N replaces an earlier one's).
 """
 
 import argparse
@@ -18,23 +20,24 @@ import matplotlib.pyplot as plt  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def load(date):
-    rows = []
-    for path in glob.glob(os.path.join(ROOT, "bench", "results", f"{date}-scale-n*.json")):
-        if not re.search(r"-scale-n\d+\.json$", path):
-            continue
-        with open(path) as f:
-            r = json.load(f)["results"][0]
-        rows.append(r)
-    return sorted(rows, key=lambda r: r["objects"])
+def load(dates):
+    rows = {}
+    for date in dates:
+        for path in glob.glob(os.path.join(ROOT, "bench", "results", f"{date}-scale-n*.json")):
+            if not re.search(r"-scale-n\d+\.json$", path):
+                continue
+            with open(path) as f:
+                r = json.load(f)["results"][0]
+            rows[r["objects"]] = r
+    return [rows[n] for n in sorted(rows)]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--date", default="2026-12-03")
+    ap.add_argument("--date", action="append", help="default: 2026-12-03 and 2026-12-06")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "img", "scale-curve.png"))
     a = ap.parse_args()
-    rows = load(a.date)
+    rows = load(a.date or ["2026-12-03", "2026-12-06"])
     if not rows:
         raise SystemExit("no scale results")
     n = [r["objects"] for r in rows]
