@@ -288,53 +288,18 @@ fn pdns_zone_calls(c: &mut Criterion) {
         id: "example.org.".into(),
         state: serde_json::from_str(ZONE).unwrap(),
     };
-    let builds: Vec<_> = builds("pdns_zone.wasm")
-        .into_iter()
-        .map(|(build, path)| {
-            let config = PluginConfig {
-                egress: EgressPolicy::allowing([url.as_str()]).unwrap(),
-                ..PluginConfig::default()
-            };
-            let actuator = runtime.load_file(&path, None, config).unwrap();
-            let got = rt
-                .block_on(actuator.get_by_id(&obj, "example.org."))
-                .unwrap()
-                .unwrap()
-                .unwrap();
-            assert_eq!(got.id, "example.org.", "{build}");
-            let created = rt.block_on(actuator.create(&obj)).unwrap().unwrap();
-            assert_eq!(created.id, "example.org.", "{build}");
-            (build, actuator)
-        })
-        .collect();
-    for call in ["observed", "get_by_id_http", "create_http"] {
-        let mut group = c.benchmark_group(format!("call/pdns-zone/{call}"));
-        group.warm_up_time(Duration::from_secs(2));
-        group.measurement_time(Duration::from_secs(5));
-        // Interleaved: each build measured right after the other, under the same load.
-        for (build, actuator) in &builds {
-            group.bench_function(build.as_str(), |bench| {
-                bench.to_async(&rt).iter(|| async {
-                    match call {
-                        "observed" => {
-                            actuator.observed(&zone).await.unwrap();
-                        }
-                        "get_by_id_http" => {
-                            actuator
-                                .get_by_id(&obj, "example.org.")
-                                .await
-                                .unwrap()
-                                .unwrap();
-                        }
-                        _ => {
-                            actuator.create(&obj).await.unwrap().unwrap();
-                        }
-                    }
-                });
-            });
-        }
-        group.finish();
+    let builds = load_builds(&runtime, "pdns_zone.wasm", &url);
+    for (build, actuator) in &builds {
+        let got = rt
+            .block_on(actuator.get_by_id(&obj, "example.org."))
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.id, "example.org.", "{build}");
+        let created = rt.block_on(actuator.create(&obj)).unwrap().unwrap();
+        assert_eq!(created.id, "example.org.", "{build}");
     }
+    bench_builds(c, &rt, "pdns-zone", &builds, &obj, &zone);
     // Each build's pool keeps its connection: a few connections for every call of the run.
     eprintln!(
         "pdns-zone stand-in: {} connections accepted",
@@ -468,28 +433,20 @@ fn rabbitmq_calls(c: &mut Criterion) {
     let (url, accepted) = rt.block_on(rabbitmq_server());
     for guest in rabbitmq_guests(&url) {
         let (name, obj, res) = (guest.name, &guest.object, &guest.resource);
-        let builds: Vec<_> = builds(guest.file)
-            .into_iter()
-            .map(|(build, path)| {
-                let config = PluginConfig {
-                    egress: EgressPolicy::allowing([url.as_str()]).unwrap(),
-                    ..PluginConfig::default()
-                };
-                let actuator = runtime.load_file(&path, None, config).unwrap();
-                // Each build reads back the same resource and creates the same way.
-                let got = rt
-                    .block_on(actuator.get_by_id(obj, &res.id))
-                    .unwrap()
-                    .unwrap()
-                    .unwrap();
-                assert_eq!(got, *res, "{name}/{build}: get-by-id");
-                let created = rt.block_on(actuator.create(obj)).unwrap().unwrap();
-                assert_eq!(created.id, res.id, "{name}/{build}: create");
-                let observed = rt.block_on(actuator.observed(res)).unwrap();
-                assert!(observed.is_object(), "{name}/{build}: observed {observed}");
-                (build, actuator)
-            })
-            .collect();
+        let builds = load_builds(&runtime, guest.file, &url);
+        for (build, actuator) in &builds {
+            // Each build reads back the same resource and creates the same way.
+            let got = rt
+                .block_on(actuator.get_by_id(obj, &res.id))
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert_eq!(got, *res, "{name}/{build}: get-by-id");
+            let created = rt.block_on(actuator.create(obj)).unwrap().unwrap();
+            assert_eq!(created.id, res.id, "{name}/{build}: create");
+            let observed = rt.block_on(actuator.observed(res)).unwrap();
+            assert!(observed.is_object(), "{name}/{build}: observed {observed}");
+        }
         if let Some(rounds) = interleaved_rounds() {
             for call in ["observed", "get_by_id_http", "create_http"] {
                 let mut times = vec![Vec::with_capacity(rounds); builds.len()];
@@ -497,7 +454,7 @@ fn rabbitmq_calls(c: &mut Criterion) {
                     // Each round starts with the next build: none is always first or last.
                     for i in (0..builds.len()).map(|i| (i + round) % builds.len()) {
                         let start = Instant::now();
-                        rt.block_on(rabbitmq_call(call, &builds[i].1, obj, res));
+                        rt.block_on(http_call(call, &builds[i].1, obj, res));
                         times[i].push(start.elapsed());
                     }
                 }
@@ -513,20 +470,7 @@ fn rabbitmq_calls(c: &mut Criterion) {
                 }
             }
         }
-        for call in ["observed", "get_by_id_http", "create_http"] {
-            let mut group = c.benchmark_group(format!("call/{name}/{call}"));
-            group.warm_up_time(Duration::from_secs(2));
-            group.measurement_time(Duration::from_secs(5));
-            // Interleaved: each build measured right after the other, under the same load.
-            for (build, actuator) in &builds {
-                group.bench_function(build.as_str(), |bench| {
-                    bench
-                        .to_async(&rt)
-                        .iter(|| rabbitmq_call(call, actuator, obj, res));
-                });
-            }
-            group.finish();
-        }
+        bench_builds(c, &rt, name, &builds, obj, res);
     }
     eprintln!(
         "RabbitMQ stand-in: {} connections accepted",
@@ -534,8 +478,48 @@ fn rabbitmq_calls(c: &mut Criterion) {
     );
 }
 
-/// One of the RabbitMQ actuators' calls: `observed`, `get_by_id_http` or `create_http`.
-async fn rabbitmq_call(
+/// The builds of the plugin in `file` ([`builds`]), loaded with `url` on their allow-list.
+fn load_builds(runtime: &Runtime, file: &str, url: &str) -> Vec<(String, ComponentActuator)> {
+    builds(file)
+        .into_iter()
+        .map(|(build, path)| {
+            let config = PluginConfig {
+                egress: EgressPolicy::allowing([url]).unwrap(),
+                ..PluginConfig::default()
+            };
+            (build, runtime.load_file(&path, None, config).unwrap())
+        })
+        .collect()
+}
+
+/// The criterion groups `call/<name>/<call>` of an actuator with an HTTP API, one function
+/// per build, the builds interleaved: each measured right after the other, under the same load.
+fn bench_builds(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    builds: &[(String, ComponentActuator)],
+    obj: &ManagedObject,
+    res: &ExternalResource,
+) {
+    for call in ["observed", "get_by_id_http", "create_http"] {
+        let mut group = c.benchmark_group(format!("call/{name}/{call}"));
+        group.warm_up_time(Duration::from_secs(2));
+        group.measurement_time(Duration::from_secs(5));
+        for (build, actuator) in builds {
+            group.bench_function(build.as_str(), |bench| {
+                bench
+                    .to_async(rt)
+                    .iter(|| http_call(call, actuator, obj, res));
+            });
+        }
+        group.finish();
+    }
+}
+
+/// One measured call of an actuator with an HTTP API: `observed` (no I/O), `get_by_id_http`
+/// (a read of `res` by its id) or `create_http`.
+async fn http_call(
     call: &str,
     actuator: &ComponentActuator,
     obj: &ManagedObject,

@@ -16,8 +16,6 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{log, report};
-#[cfg(test)]
-use super::egress::EgressPolicy;
 use super::egress::{Egress, EgressHooks};
 use super::limits::{Limits, MAX_OUTPUT_BYTES_PER_CALL, MAX_OUTPUT_LINES_PER_CALL, MemoryCap};
 use crate::actuator::Reports;
@@ -432,6 +430,7 @@ mod tests {
 
     /// What the guest reads through `wasi:cli/environment.get-environment`.
     fn environment_of(limits: &Limits) -> Vec<(String, String)> {
+        use super::super::egress::EgressPolicy;
         use wasmtime_wasi::cli::WasiCliView;
         use wasmtime_wasi::p2::bindings::cli::environment::Host;
         let egress = Arc::new(Egress::new(EgressPolicy::default(), "p".into()));
