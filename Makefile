@@ -17,7 +17,7 @@ GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.
 	$(PLUGIN_DIR)/rabbitmq_exchange.wasm $(PLUGIN_DIR)/pdns_tsig.wasm $(PLUGIN_DIR)/pdns_tsig_go.wasm \
 	$(PLUGIN_DIR)/python_versioned_example.wasm
 
-.PHONY: test demo demo-down demo-status plugins rust-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
+.PHONY: test demo demo-down demo-status plugins rust-plugins host-plugins guest-tools guest-plugins deps env-up env-down bench fmt lint
 
 ## Every test: installs what it needs, builds the plugins, brings the test environment up,
 ## runs all suites, and brings the environment down even when a test fails.
@@ -82,6 +82,10 @@ $(PLUGIN_DIR)/faulty_convertible_v1beta1.wasm: $(FAULTY_SRC)
 ## builds, so that the last build in place is the regular one.
 rust-plugins:
 	@$(MAKE) --no-print-directory -j1 $(RUST_PLUGIN_VARIANTS)
+	@$(MAKE) --no-print-directory host-plugins
+## The regular Rust builds alone (pdns-zone and pdns-record: all `make demo` runs), built as one
+## set with the fixtures so that their dependencies resolve the same features as in rust-plugins.
+host-plugins:
 	$(CARGO_PLUGIN) $(PLUGINS)
 
 ## componentize-py (a venv), the npm packages of sdk/js, wasm-tools and wit-bindgen for Go

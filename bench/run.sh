@@ -134,7 +134,14 @@ if [ "$BUILD" = 1 ]; then
   features=()
   has orchard-native && features=(--features orchard/bench-native)
   say "orchard, the harness and orchard-floor ($PROFILE ${features[*]})"
-  cargo build "${cargo_profile[@]}" -p orchard -p orchard-throughput "${features[@]}"
+  if [ "$PROFILE" = dev ]; then
+    # Debug builds as `make test` builds them (cargo test: its dev-dependencies' features), so
+    # that the smoke after the tests compiles nothing again: `cargo build -p …` would resolve
+    # other features of tokio and zerocopy, i.e. another build of everything above them.
+    cargo test --workspace --no-run --test app --test cli "${features[@]}"
+  else
+    cargo build "${cargo_profile[@]}" -p orchard -p orchard-throughput "${features[@]}"
+  fi
 fi
 bins=("$BIN_DIR/orchard" "$BIN_DIR/orchard-throughput")
 has floor && bins+=("$BIN_DIR/orchard-floor")

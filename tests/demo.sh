@@ -35,11 +35,16 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 up() {
   say "dependencies (apt packages, wasm32-wasip2, kube-apiserver + etcd from Go modules)"
-  bash tests/env/install-deps.sh
+  # Only what the demo runs: the guest toolchains and interop tools are `make test`'s.
+  bash tests/env/install-deps.sh --demo
   rustup target add wasm32-wasip2 >/dev/null
   say "plugins and host"
-  make --no-print-directory plugins
-  cargo build -p orchard
+  make --no-print-directory host-plugins
+  # The host as `make test` builds it (`cargo test` resolves its dev-dependencies' features:
+  # `cargo build -p orchard` would build tokio, wasmtime, kube and 89 more crates a second
+  # time, in another flavour, in the `make test` that follows): one small test target of the
+  # host's, whose build brings the orchard binary.
+  cargo test --workspace --no-run --test app
   say "demo environment (its own apiserver, etcd, PowerDNS, registries in $STATE)"
   testenv up --without-rabbitmq >/dev/null
   set -a; . "$STATE/env"; set +a

@@ -46,8 +46,12 @@ fi
 trap summary EXIT
 
 step "dependencies"
-bash tests/env/install-deps.sh
+bash tests/env/install-deps.sh --without-interop-tools
 rustup target add wasm32-wasip2 >/dev/null
+# The interop tools (helm, cosign, oras, promtool: Go builds, minutes each on a cold machine)
+# are needed only by the tests step: built beside the steps up to it, awaited before it.
+bash tests/env/build-tools.sh >"$TIMES/interop-tools.log" 2>&1 &
+interop_pid=$!
 
 step "plugins (wasm32-wasip2)"
 make --no-print-directory plugins
@@ -82,6 +86,13 @@ set -a
 # shellcheck disable=SC1091
 source "$ORCHARD_TESTENV_DIR/env"
 set +a
+
+step "interop tools (helm, cosign, oras, promtool; built beside the steps above)"
+if ! wait "$interop_pid"; then
+  echo "make test: tests/env/build-tools.sh failed; the end of its log ($TIMES/interop-tools.log):"
+  tail -n 20 "$TIMES/interop-tools.log"
+  exit 1
+fi
 
 step "tests"
 # Each test binary through tests/timed-test.sh: its wall time and every test's.

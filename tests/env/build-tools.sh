@@ -15,6 +15,9 @@ ORAS_VERSION="${ORAS_VERSION:-v1.3.6}"
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
 CACHE="${ORCHARD_TESTENV_CACHE:-$HOME/.cache/orchard-testenv}/tools"
 mkdir -p "$CACHE"
+# One build at a time (`make test` runs this in the background; a second run waits).
+exec 9>"$CACHE/.lock"
+flock 9
 
 build() { # name module version package [build tags]
   local name=$1 module=$2 version=$3 package=$4 tags=${5:-}

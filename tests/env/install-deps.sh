@@ -6,8 +6,22 @@
 #      docker-registry, epmd), so they hold no ports: testenv.sh runs its own instances;
 #   3. build (or find cached) kube-apiserver + etcd via build-k8s.sh;
 #   4. the Python, JavaScript, Go and C plugin toolchains (componentize-py in a venv, the npm
-#      packages of sdk/js, wasm-tools and wit-bindgen from crates.io) via sdk/install-tools.sh.
+#      packages of sdk/js, wasm-tools and wit-bindgen from crates.io) via sdk/install-tools.sh;
+#   5. the interop tools the suites use (helm, cosign, oras, promtool) via build-tools.sh.
+#
+#   install-deps.sh [--demo | --without-interop-tools]
+#     --demo                    only what `make demo` runs (1 to 3): its host and its two Rust
+#                               plugins need no guest toolchain and no interop tool, so a
+#                               newcomer's first command does not wait for them
+#     --without-interop-tools   1 to 4 (`make test` builds 5 beside its other steps)
 set -euo pipefail
+GUEST_TOOLS=1 INTEROP_TOOLS=1
+case ${1:-} in
+  "") ;;
+  --demo) GUEST_TOOLS=0 INTEROP_TOOLS=0 ;;
+  --without-interop-tools) INTEROP_TOOLS=0 ;;
+  *) echo "install-deps.sh: unknown option '$1' (--demo, --without-interop-tools)" >&2; exit 2 ;;
+esac
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log() { printf '[install-deps] %s\n' "$*" >&2; }
@@ -85,8 +99,12 @@ else
   fi
 fi
 
-bash "$SCRIPT_DIR/../../sdk/install-tools.sh"
+if [ "$GUEST_TOOLS" = 1 ]; then
+  bash "$SCRIPT_DIR/../../sdk/install-tools.sh"
+fi
 
 "$SCRIPT_DIR/build-k8s.sh" >/dev/null
 log "ready (kube-apiserver + etcd in $("$SCRIPT_DIR/build-k8s.sh"))"
-log "interop tools (helm, cosign, oras, promtool) in $("$SCRIPT_DIR/build-tools.sh")"
+if [ "$INTEROP_TOOLS" = 1 ]; then
+  log "interop tools (helm, cosign, oras, promtool) in $("$SCRIPT_DIR/build-tools.sh")"
+fi

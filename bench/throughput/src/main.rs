@@ -40,15 +40,14 @@ struct Args {
     /// vhosts slowly, and the figures are reported per object).
     #[arg(long)]
     python_objects: Option<usize>,
-    /// Contenders, in order: orchard-component, orchard-warning, orchard-native,
-    /// orchard-sharded, kopf, kopf-events, kopf-expert, metacontroller, metacontroller-tuned,
-    /// orchard-python, floor.
+    /// Contenders, in order.
     #[arg(
         long,
+        value_enum,
         value_delimiter = ',',
         default_value = "orchard-component,orchard-native,kopf,orchard-python,floor"
     )]
-    contenders: Vec<String>,
+    contenders: Vec<Contender>,
     /// Parallel clients creating (and deleting) the objects.
     #[arg(long, default_value_t = 8)]
     clients: usize,
@@ -207,7 +206,7 @@ fn with_records(args: &Args, contender: Contender) -> bool {
     args.records && contender == Contender::OrchardComponent
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, clap::ValueEnum)]
 enum Contender {
     OrchardComponent,
     /// orchard-component with `--events warning`: no Normal Events, like kopf's defaults.
@@ -239,24 +238,6 @@ enum Contender {
 }
 
 impl Contender {
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "orchard-component" => Self::OrchardComponent,
-            "orchard-native" => Self::OrchardNative,
-            "orchard-warning" => Self::OrchardWarning,
-            "orchard-sharded" => Self::OrchardSharded,
-            "kopf" => Self::Kopf,
-            "kopf-events" => Self::KopfEvents,
-            "kopf-expert" => Self::KopfExpert,
-            "metacontroller" => Self::Metacontroller,
-            "metacontroller-tuned" => Self::MetacontrollerTuned,
-            "orchard-python" => Self::OrchardPython,
-            "floor" => Self::Floor,
-            other => bail!(
-                "unknown contender {other:?} (orchard-component, orchard-warning, orchard-native, orchard-sharded, kopf, kopf-events, kopf-expert, metacontroller, metacontroller-tuned, orchard-python, floor)"
-            ),
-        })
-    }
     fn name(self) -> &'static str {
         match self {
             Self::OrchardComponent => "orchard-component",
@@ -2140,11 +2121,7 @@ async fn run() -> anyhow::Result<bool> {
     // Built beside the host, rustls has two providers compiled in; kube's is ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let env = Env::load()?;
-    let contenders = args
-        .contenders
-        .iter()
-        .map(|c| Contender::parse(c))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let contenders = args.contenders.clone();
     std::fs::create_dir_all(&args.out)?;
     let suffix = format!(
         "{:x}",
@@ -2186,4 +2163,20 @@ async fn run() -> anyhow::Result<bool> {
     println!("\n{text}");
     println!("results: {}", args.out.join("results.json").display());
     Ok(all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Contender;
+    use clap::ValueEnum;
+
+    #[test]
+    fn every_contender_reports_under_the_name_it_is_selected_by() {
+        for contender in Contender::value_variants() {
+            let selected = contender
+                .to_possible_value()
+                .expect("no contender is hidden");
+            assert_eq!(contender.name(), selected.get_name());
+        }
+    }
 }
