@@ -122,7 +122,7 @@ impl TestEnv {
         if let Some(d) = std::env::var_os(DIR_VAR).filter(|d| !d.is_empty()) {
             return PathBuf::from(d).join("env");
         }
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.testenv/env")
+        paths::workspace().join(".testenv/env")
     }
 
     /// Load the environment from [`TestEnv::env_file_path`].
@@ -360,7 +360,7 @@ where
 /// Runs `tests/env/testenv.sh <cmd>` (e.g. `stop-pdns`, `start-apiserver`) for the outage
 /// scenarios, which break one system of the environment on purpose.
 pub fn testenv(cmd: &str) -> anyhow::Result<()> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../env/testenv.sh");
+    let script = paths::workspace().join("tests/env/testenv.sh");
     let status = Command::new("bash").arg(&script).arg(cmd).status()?;
     ensure!(status.success(), "testenv.sh {cmd} failed");
     Ok(())

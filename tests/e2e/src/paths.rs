@@ -3,9 +3,20 @@
 
 use std::path::PathBuf;
 
-/// The workspace root: the nearest directory above the crate holding `Cargo.lock`.
+/// The directory of the package under test: `CARGO_MANIFEST_DIR` as cargo sets it when it runs
+/// the test, else as it was when the test was compiled. The run-time value comes first because
+/// clones of the repository may share one target directory (CI's do, for warm builds): a test
+/// binary compiled in one clone and found fresh by cargo in another must read the files of the
+/// clone it runs in, not those of a clone that may be gone.
+pub fn package_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
+/// The workspace root: the nearest directory above the package holding `Cargo.lock`.
 pub fn workspace() -> PathBuf {
-    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let crate_dir = package_dir();
     crate_dir
         .ancestors()
         .find(|dir| dir.join("Cargo.lock").is_file())

@@ -17,7 +17,7 @@ const KUBE_VERSION: &str = "v1.34.4";
 const RENDERED: &str = "alerts.rendered.yaml";
 
 fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/orchard")
+    orchard_e2e::paths::workspace().join("deploy/helm/orchard")
 }
 
 fn promtool() -> anyhow::Result<PathBuf> {

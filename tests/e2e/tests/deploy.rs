@@ -3,7 +3,7 @@
 //! same rules, the shipped CRDs are exactly what the plugins describe, and the image builds
 //! from `scratch` and runs `orchard --version` from its own root filesystem.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::Context;
@@ -13,7 +13,7 @@ use orchard_e2e::{run, tool};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    orchard_e2e::paths::workspace()
 }
 
 fn helm() -> PathBuf {

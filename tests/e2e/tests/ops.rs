@@ -58,7 +58,7 @@ async fn the_charts_dashboard_and_alerts_name_only_metrics_a_reconciling_host_ex
 -> anyhow::Result<()> {
     // What the chart ships, rendered by the real helm.
     let (mut s, _pdns) = pdns::harness("dashboards").await?;
-    let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/orchard");
+    let chart = orchard_e2e::paths::workspace().join("deploy/helm/orchard");
     let rendered = orchard_e2e::run(
         std::process::Command::new(orchard_e2e::tool("helm"))
             .args([

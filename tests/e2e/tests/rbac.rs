@@ -47,7 +47,7 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Res
 
 /// The manifests of `deploy/kustomize`, rendered by kubectl.
 fn rendered(kubeconfig: &Path) -> anyhow::Result<Vec<Value>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kustomize");
+    let dir = orchard_e2e::paths::workspace().join("deploy/kustomize");
     let yaml = kubectl(kubeconfig, &["kustomize", &dir.display().to_string()], None)?;
     yaml.split("\n---\n")
         .map(|doc| Ok(serde_yaml::from_str::<Value>(doc)?))
