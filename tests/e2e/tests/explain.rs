@@ -99,8 +99,16 @@ async fn explain_shows_the_verdict_the_serving_host_the_last_passes_and_calls_an
         ensure!(call["outcome"] == "ok" && call["tookMs"].is_u64(), "{call}");
     }
 
-    // Text, for a person: the verdict first, then who serves it, what the passes did.
-    let text = explain(&s, &["dnszone/z"])?;
+    // Text, for a person: the verdict first, then who serves it, what the passes did. Events
+    // are posted beside the pass, so the Created one may land a moment after the journal.
+    let text = poll_until(CONVERGE, "explain to show the Created event", || async {
+        let text = explain(&s, &["dnszone/z"])?;
+        let created = text
+            .split_once("Events (newest last):")
+            .is_some_and(|(_, events)| events.contains("Created"));
+        Ok(created.then_some(text))
+    })
+    .await?;
     let lines: Vec<&str> = text.lines().collect();
     ensure!(
         lines[0]
