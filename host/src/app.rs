@@ -757,6 +757,9 @@ async fn serve_shards(
         let current = assignment.borrow_and_update().clone();
         let stop = shutdown.child_token();
         let mut tasks = tokio::task::JoinSet::new();
+        // Every controller of the previous assignment ended (drained below): readiness counts
+        // this assignment's alone.
+        base.health.controllers_drained();
         if let Some(selector) = current.selector() {
             let settings = Settings {
                 shard_selector: Some(selector),

@@ -56,6 +56,15 @@ impl Health {
         self.controllers_expected.fetch_add(n, Ordering::SeqCst);
     }
 
+    /// The controllers counted so far all ended (a sharded host drained its assignment): only
+    /// those spawned next count. Without it, a controller stopped before it started or synced
+    /// (buckets that moved again within moments) would keep `/readyz` false for good.
+    pub fn controllers_drained(&self) {
+        self.controllers_expected.store(0, Ordering::SeqCst);
+        self.controllers_started.store(0, Ordering::SeqCst);
+        self.controllers_synced.store(0, Ordering::SeqCst);
+    }
+
     /// A controller started; its cache is not synced yet.
     pub fn controller_started(&self) {
         self.controllers_started.fetch_add(1, Ordering::SeqCst);
@@ -81,6 +90,26 @@ mod tests {
     use super::Health;
 
     #[test]
+    #[test]
+    fn controllers_of_a_drained_assignment_that_never_started_or_synced_do_not_hold_readiness_back()
+    {
+        let health = Health::default();
+        health.set_plugins_loaded();
+        // Assignment 1: two controllers spawned; one started, neither synced; then drained.
+        health.expect_controllers(2);
+        health.controller_started();
+        assert!(!health.is_ready());
+        health.controllers_drained();
+        // Assignment 2: both start and sync.
+        health.expect_controllers(2);
+        health.controller_started();
+        health.controller_started();
+        assert!(!health.is_ready(), "not before both synced");
+        health.controller_synced();
+        health.controller_synced();
+        assert!(health.is_ready());
+    }
+
     fn the_host_is_ready_only_once_its_crds_are_installed_and_every_spawned_controller_synced() {
         let health = Health::default();
         assert!(!health.is_ready(), "before the plugins are loaded");
