@@ -90,7 +90,6 @@ mod tests {
     use super::Health;
 
     #[test]
-    #[test]
     fn controllers_of_a_drained_assignment_that_never_started_or_synced_do_not_hold_readiness_back()
     {
         let health = Health::default();
@@ -110,6 +109,7 @@ mod tests {
         assert!(health.is_ready());
     }
 
+    #[test]
     fn the_host_is_ready_only_once_its_crds_are_installed_and_every_spawned_controller_synced() {
         let health = Health::default();
         assert!(!health.is_ready(), "before the plugins are loaded");
