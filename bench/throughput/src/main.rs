@@ -2121,7 +2121,6 @@ async fn run() -> anyhow::Result<bool> {
     // Built beside the host, rustls has two providers compiled in; kube's is ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let env = Env::load()?;
-    let contenders = args.contenders.clone();
     std::fs::create_dir_all(&args.out)?;
     let suffix = format!(
         "{:x}",
@@ -2132,7 +2131,7 @@ async fn run() -> anyhow::Result<bool> {
     );
     let mut results = Vec::new();
     let mut all_ok = true;
-    for contender in contenders {
+    for &contender in &args.contenders {
         let result = match run_contender(&args, &env, contender, &suffix).await {
             Ok(r) => r,
             Err(e) => {

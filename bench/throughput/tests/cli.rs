@@ -5,23 +5,30 @@
 
 use std::process::Command;
 
-#[test]
-fn an_unknown_contender_is_refused_by_name_before_any_environment_is_needed() {
-    let out = std::env::temp_dir().join(format!("orchard-throughput-cli-{}", std::process::id()));
-    let run = Command::new(env!("CARGO_BIN_EXE_orchard-throughput"))
-        .args([
-            "--contenders",
-            "orchard-component,kopf-expret",
-            "--orchard-bin",
-            "orchard",
-        ])
-        .args(["--plugin-dir", "plugins", "--out"])
-        .arg(&out)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("run orchard-throughput");
-    let stderr = String::from_utf8_lossy(&run.stderr);
+/// Runs `command`, which must end in a usage error (clap's exit code 2): its stderr.
+fn usage_error(command: &mut Command) -> std::io::Result<String> {
+    let run = command.output()?;
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert_eq!(run.status.code(), Some(2), "a usage error: {stderr}");
+    Ok(stderr)
+}
+
+#[test]
+fn an_unknown_contender_is_refused_by_name_before_any_environment_is_needed() -> std::io::Result<()>
+{
+    let out = std::env::temp_dir().join(format!("orchard-throughput-cli-{}", std::process::id()));
+    let stderr = usage_error(
+        Command::new(env!("CARGO_BIN_EXE_orchard-throughput"))
+            .args([
+                "--contenders",
+                "orchard-component,kopf-expret",
+                "--orchard-bin",
+                "orchard",
+            ])
+            .args(["--plugin-dir", "plugins", "--out"])
+            .arg(&out)
+            .env_remove("KUBECONFIG"),
+    )?;
     assert!(
         stderr.contains("'kopf-expret'"),
         "names the bad value: {stderr}"
@@ -35,20 +42,20 @@ fn an_unknown_contender_is_refused_by_name_before_any_environment_is_needed() {
         "refused before the environment is read: {stderr}"
     );
     assert!(!out.exists(), "no output directory for a refused run");
+    Ok(())
 }
 
 #[test]
-fn the_floor_refuses_to_start_without_its_powerdns_settings_naming_them() {
-    let run = Command::new(env!("CARGO_BIN_EXE_orchard-floor"))
-        .args(["--namespace", "bench", "--health-addr", "127.0.0.1:0"])
-        .env_remove("PDNS_API_URL")
-        .env_remove("PDNS_API_KEY")
-        .output()
-        .expect("run orchard-floor");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert_eq!(run.status.code(), Some(2), "a usage error: {stderr}");
+fn the_floor_refuses_to_start_without_its_powerdns_settings_naming_them() -> std::io::Result<()> {
+    let stderr = usage_error(
+        Command::new(env!("CARGO_BIN_EXE_orchard-floor"))
+            .args(["--namespace", "bench", "--health-addr", "127.0.0.1:0"])
+            .env_remove("PDNS_API_URL")
+            .env_remove("PDNS_API_KEY"),
+    )?;
     assert!(
         stderr.contains("--pdns-url") && stderr.contains("--pdns-key"),
         "names both: {stderr}"
     );
+    Ok(())
 }
