@@ -555,6 +555,7 @@ async fn serve(
     tracing::info!(
         plugins = plugins.len(),
         watch_plugins = config.plugin_objects.is_some(),
+        runtime_workers = runtime_workers(),
         "orchard is running"
     );
 
@@ -752,7 +753,11 @@ async fn serve_shards(
         }
     }
     let _stop_labellers = labellers.drop_guard();
-    tracing::info!(plugins = plugins.len(), "orchard is running, sharded");
+    tracing::info!(
+        plugins = plugins.len(),
+        runtime_workers = runtime_workers(),
+        "orchard is running, sharded"
+    );
     loop {
         let current = assignment.borrow_and_update().clone();
         let stop = shutdown.child_token();
@@ -911,6 +916,12 @@ async fn load(
             source,
         })?;
     Ok((actuator, description))
+}
+
+/// The worker threads of the async runtime the host runs on (`--runtime-workers`), for the
+/// start-up line.
+fn runtime_workers() -> usize {
+    tokio::runtime::Handle::current().metrics().num_workers()
 }
 
 #[cfg(test)]

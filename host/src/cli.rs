@@ -15,6 +15,7 @@ use crate::app::{
 };
 use crate::conformance::inputs::DependencyArg;
 use crate::runtime::{CompiledCache, EgressPolicy, Limits, PluginConfig, Runtime, TrustedCas};
+use crate::workers::Workers;
 
 /// Orchard: a Kubernetes reconcile host for WebAssembly actuators.
 #[derive(Debug, Parser)]
@@ -23,6 +24,16 @@ pub struct Args {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "ORCHARD_LOG_FORMAT")]
     log_format: LogFormat,
+    /// Worker threads of the host's async runtime: `auto` (one on a node of at most two vCPUs
+    /// or a CPU quota of at most two, else one per vCPU; `TOKIO_WORKER_THREADS` decides when
+    /// set) or a number.
+    #[arg(
+        long,
+        global = true,
+        default_value = "auto",
+        env = "ORCHARD_RUNTIME_WORKERS"
+    )]
+    runtime_workers: Workers,
     #[command(subcommand)]
     command: Command,
 }
@@ -579,6 +590,11 @@ struct ConformanceArgs {
 }
 
 impl Args {
+    /// The async runtime the command runs on (`--runtime-workers`).
+    pub fn async_runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        self.runtime_workers.runtime()
+    }
+
     /// Runs the command; errors are printed with their causes.
     pub async fn run(self) -> ExitCode {
         let traces = match &self.command {

@@ -6,6 +6,7 @@
 //!
 //! Modules, dependencies pointing down the list (`docs/architecture.md` has the map):
 //! - [`cli`]: the `orchard` command line — flags into typed configuration, nothing more;
+//! - [`workers`]: the host's async runtime and its worker threads;
 //! - [`app`]: the host as a library type ([`app::App`]): wiring, shutdown, drain;
 //! - [`plugin`]: the `Plugin` CRD and the controller that hot-loads plugins from it;
 //! - [`explain`]: `orchard explain` — why an object is where it is;
@@ -36,3 +37,4 @@ pub mod plugin;
 pub mod reconcile;
 pub mod runtime;
 pub mod shard;
+pub mod workers;

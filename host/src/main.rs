@@ -1,3 +1,5 @@
+use std::process::ExitCode;
+
 use clap::Parser;
 
 /// mimalloc returns freed pages to the OS; with glibc's malloc the host's RSS stayed at its
@@ -6,7 +8,13 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    orchard::cli::Args::parse().run().await
+fn main() -> ExitCode {
+    let args = orchard::cli::Args::parse();
+    match args.async_runtime() {
+        Ok(runtime) => runtime.block_on(args.run()),
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
