@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::{
     ApiVersion, CallError, CallResult, Convertible, DependencyDecl, Description, ExternalResource,
-    Failure, Progress, Status,
+    Failure, Progress, Shortcuts, Status,
 };
 
 /// The plugin name MUST match `[a-z0-9]([-a-z0-9]*[a-z0-9])?` and be at most this many
@@ -321,6 +321,7 @@ impl<'a> Boundary<'a> {
             dependencies: d.dependencies,
             needs_credentials: d.needs_credentials,
             versions: Vec::new(),
+            shortcuts: Shortcuts::default(),
         })
     }
 

@@ -161,6 +161,7 @@ mod tests {
                 dependencies: Vec::new(),
                 needs_credentials: false,
                 versions: Vec::new(),
+                shortcuts: crate::actuator::Shortcuts::default(),
             })
         }
         async fn get_by_id(

@@ -260,6 +260,29 @@ pub struct Description {
     /// kind has one version, `version`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub versions: Vec<ApiVersion>,
+    /// The calls the plugin's external system lets the host skip (`orchard:shortcuts`);
+    /// none: the generic flow.
+    #[serde(skip_serializing_if = "Shortcuts::is_none")]
+    pub shortcuts: Shortcuts,
+}
+
+/// What a plugin's external system guarantees, so that the host skips calls the generic flow
+/// makes to stay leak-safe on any system (`wit/deps/orchard-shortcuts`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shortcuts {
+    /// `create` fails, and changes nothing, when a resource with the object's identifying
+    /// fields exists: no `list-for-adoption` before a create, only after a failed one.
+    pub create_refuses_duplicates: bool,
+    /// A `delete` that answers done has removed the resource: no `get-by-id` after it.
+    pub delete_is_synchronous: bool,
+}
+
+impl Shortcuts {
+    /// The generic flow: nothing skipped.
+    pub fn is_none(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl Description {

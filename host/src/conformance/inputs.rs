@@ -280,6 +280,7 @@ mod tests {
             }],
             needs_credentials: true,
             versions: Vec::new(),
+            shortcuts: crate::actuator::Shortcuts::default(),
         }
     }
 

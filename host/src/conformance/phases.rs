@@ -210,6 +210,12 @@ impl<'a> Kit<'a> {
         self.description.as_ref()
     }
 
+    /// Whether the plugin declares `delete-is-synchronous` (`orchard:shortcuts`).
+    fn deletes_synchronously(&self) -> bool {
+        self.description()
+            .is_some_and(|d| d.shortcuts.delete_is_synchronous)
+    }
+
     /// The sample with the created id in `status.id`, as the host calls after it wrote it.
     fn managed(&self, id: &str) -> ManagedObject {
         ManagedObject {
@@ -557,7 +563,16 @@ impl<'a> Kit<'a> {
 
     async fn create_not_repeated(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
+        let refuses_duplicates = self
+            .description()
+            .is_some_and(|d| d.shortcuts.create_refuses_duplicates);
         match self.actuator.create(&self.sample).await {
+            Ok(Ok(again)) if again.id == res.id && refuses_duplicates => {
+                return ev.fail(format!(
+                    "a second create answered the existing resource {} instead of a failure: the plugin declares create-refuses-duplicates (orchard:shortcuts), so the host would skip the lookup before every create on a promise create does not keep",
+                    again.id
+                ));
+            }
             Ok(Ok(again)) if again.id == res.id => {
                 ev.note(format!(
                     "a second create answered the existing resource {}",
@@ -1076,8 +1091,35 @@ impl<'a> Kit<'a> {
             Ok(s) if s.failure.is_some() => {
                 return ev.fail(format!("delete {} answered {}", res.id, status(&s)));
             }
+            Ok(s) if !s.progress.is_empty() && self.deletes_synchronously() => {
+                return ev.fail(format!(
+                    "delete {} answered {}: the plugin declares delete-is-synchronous (orchard:shortcuts), so a delete answers done or a failure",
+                    res.id,
+                    status(&s)
+                ));
+            }
             Ok(s) => ev.note(format!("delete {} answered {}", res.id, status(&s))),
             Err(e) => return ev.fail(format!("delete {}: {}", res.id, call(&e))),
+        }
+        if self.deletes_synchronously() {
+            // Read once, at once: the host releases the object without reading it back.
+            return match self.actuator.get_by_id(&obj, &res.id).await {
+                Ok(Ok(None)) => {
+                    self.ledger.gone(&res.id);
+                    self.deleted = true;
+                    ev.note(format!(
+                        "get-by-id {} answers none right after the delete (delete-is-synchronous)",
+                        res.id
+                    ));
+                    ev.pass()
+                }
+                Ok(Ok(Some(_))) => ev.fail(format!(
+                    "get-by-id {} still finds it right after the delete answered done: the plugin declares delete-is-synchronous (orchard:shortcuts), so the host would release the object while the resource exists",
+                    res.id
+                )),
+                Ok(Err(f)) => ev.fail(format!("get-by-id {} failed: {}", res.id, failure(&f))),
+                Err(e) => ev.fail(format!("get-by-id {}: {}", res.id, call(&e))),
+            };
         }
         match wait_gone(self.actuator, &obj, &res.id, &self.budget).await {
             GoneAnswer::Gone => {

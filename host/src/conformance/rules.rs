@@ -52,7 +52,8 @@ pub enum Rule {
     KillPoint,
     /// A second `create` of the same object MUST NOT make a second resource: it answers the
     /// same id (the existing resource, provably its own) or a failure naming the conflict,
-    /// and afterwards `list-for-adoption` still finds exactly the one resource.
+    /// and afterwards `list-for-adoption` still finds exactly the one resource. A plugin that
+    /// declares `create-refuses-duplicates` (`orchard:shortcuts`) MUST answer a failure.
     CreateNotRepeated,
     /// Reconcilers MUST be idempotent: once a pass converged, a second pass of every
     /// reconciler answers done (no `needs-refresh`, no wait, no failure) and the observed
@@ -78,7 +79,8 @@ pub enum Rule {
     /// are matched exactly, never as substrings or suffixes.
     ImportByFilter,
     /// `delete` MUST NOT fail, and `get-by-id` MUST answer none once it is done (polled
-    /// within the wait budget for an asynchronous delete).
+    /// within the wait budget for an asynchronous delete; at once, with no progress from
+    /// `delete`, for a plugin that declares `delete-is-synchronous`).
     Delete,
     /// `delete` SHOULD NOT fail when the resource is already gone: the host may call it again
     /// after a crash between the delete and the removal of its finalizer.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::actuator::{
     ApiVersion, Availability, CallError, CallResult, Convertible, Description, ExternalResource,
-    Failure, Status,
+    Failure, Shortcuts, Status,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,9 @@ enum Break {
     Converts,
     /// Two versions, but v2 back to v1 drops every field.
     LossyConversion,
+    /// `delete` answers done, but the resource goes only after the next `get-by-id` (an
+    /// asynchronous delete).
+    AsyncDelete,
 }
 
 /// Resources by id; each has the `name` of the object that made it and a `kind`.
@@ -55,10 +58,14 @@ struct System {
     reads: u32,
     /// The uid of the object each resource belongs to (`PutCreateTakesOwnership`).
     owners: BTreeMap<String, String>,
+    /// Deleted, still found by the next `get-by-id` (`AsyncDelete`).
+    deleting: Option<String>,
 }
 
 struct Fake {
     breaks: Break,
+    /// What `describe` declares (the well-behaved fake keeps both promises).
+    shortcuts: Shortcuts,
     system: Mutex<System>,
 }
 
@@ -66,8 +73,13 @@ impl Fake {
     fn new(breaks: Break) -> Self {
         Self {
             breaks,
+            shortcuts: Shortcuts::default(),
             system: Mutex::new(System::default()),
         }
+    }
+
+    fn declaring(self, shortcuts: Shortcuts) -> Self {
+        Self { shortcuts, ..self }
     }
 
     fn with(self, id: &str, state: Value) -> Self {
@@ -144,6 +156,7 @@ impl Actuator for Fake {
             } else {
                 Vec::new()
             },
+            shortcuts: self.shortcuts,
         })
     }
 
@@ -155,6 +168,11 @@ impl Actuator for Fake {
         let mut sys = self.system.lock().unwrap();
         sys.reads += 1;
         let reads = sys.reads;
+        if sys.deleting.as_deref() == Some(id) {
+            sys.deleting = None;
+            let state = sys.resources.remove(id).unwrap_or_default();
+            return Ok(Ok(Some(Self::res(id, &state))));
+        }
         match sys.resources.get(id) {
             None if (self.breaks == Break::UnknownIdFails) => {
                 Ok(Err(Failure::Transient(format!("404 for {id}"))))
@@ -269,6 +287,13 @@ impl Actuator for Fake {
     async fn delete(&self, _: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
         if self.breaks == Break::DeleteAlwaysFails {
             return Ok(Failure::Transient("the API is read-only today".into()).into());
+        }
+        if self.breaks == Break::AsyncDelete {
+            let mut sys = self.system.lock().unwrap();
+            if sys.resources.contains_key(&res.id) {
+                sys.deleting = Some(res.id.clone());
+            }
+            return Ok(Status::default());
         }
         let gone = self
             .system
@@ -763,4 +788,56 @@ async fn a_conversion_that_loses_fields_fails_conversion_round_trip_showing_both
         ),
         "{ev}"
     );
+}
+
+/// Both shortcuts of `orchard:shortcuts`.
+const BOTH: Shortcuts = Shortcuts {
+    create_refuses_duplicates: true,
+    delete_is_synchronous: true,
+};
+
+#[tokio::test(start_paused = true)]
+async fn a_plugin_that_keeps_the_shortcuts_it_declares_passes_every_rule() {
+    let fake = Fake::new(Break::Nothing).declaring(BOTH);
+    let r = report(&fake).await;
+    assert!(r.passed, "{}", r.table());
+    assert!(
+        evidence(&r, Rule::Delete).contains("right after the delete (delete-is-synchronous)"),
+        "{}",
+        r.table()
+    );
+    assert!(fake.ids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_that_answers_the_existing_resource_breaks_a_declared_create_refuses_duplicates() {
+    let fake = Fake::new(Break::CreateAnswersExisting).declaring(Shortcuts {
+        create_refuses_duplicates: true,
+        ..Shortcuts::default()
+    });
+    let r = report(&fake).await;
+    assert_eq!(r.failed(), vec![Rule::CreateNotRepeated], "{}", r.table());
+    assert!(
+        evidence(&r, Rule::CreateNotRepeated).contains("declares create-refuses-duplicates"),
+        "{}",
+        r.table()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_asynchronous_delete_passes_undeclared_and_breaks_a_declared_delete_is_synchronous() {
+    let r = report(&Fake::new(Break::AsyncDelete)).await;
+    assert!(r.passed, "{}", r.table());
+    let fake = Fake::new(Break::AsyncDelete).declaring(Shortcuts {
+        delete_is_synchronous: true,
+        ..Shortcuts::default()
+    });
+    let r = report(&fake).await;
+    assert_eq!(r.failed(), vec![Rule::Delete], "{}", r.table());
+    assert!(
+        evidence(&r, Rule::Delete).contains("still finds it right after the delete"),
+        "{}",
+        r.table()
+    );
+    assert!(fake.ids().is_empty(), "the cleanup removes it");
 }

@@ -130,6 +130,7 @@ fn description() -> Description {
         dependencies: vec![],
         needs_credentials: false,
         versions: vec![version("v1", true), version("v2", false)],
+        shortcuts: crate::actuator::Shortcuts::default(),
     }
 }
 

@@ -472,6 +472,7 @@ mod tests {
             dependencies: vec![],
             needs_credentials: true,
             versions: vec![],
+            shortcuts: crate::actuator::Shortcuts::default(),
         }
     }
 

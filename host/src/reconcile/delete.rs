@@ -5,7 +5,8 @@
 //! 3. `resolve_dependencies` for delete (a dependency that is gone does not block);
 //! 4. `locate_for_delete` — by status.id, else by adoption (an orphan of an interrupted
 //!    create); never a resource another live object holds ([`super::claims`]);
-//! 5. `delete_external`, then poll until it is gone;
+//! 5. `delete_external`, then poll until it is gone (not read back when the plugin's system
+//!    deletes synchronously);
 //! 6. `release` — our finalizer goes; nothing else is written.
 
 use std::time::Duration;
@@ -111,6 +112,13 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
     }
     if !pass.is_done() {
         return Ok(pass);
+    }
+    if ctx.description.shortcuts.delete_is_synchronous {
+        // The plugin's system deletes at once: done is gone, no need to read it back.
+        ctx.ops
+            .publish(obj, Note::normal("Deleted", format!("deleted {}", res.id)))
+            .await;
+        return release(obj, ctx).await;
     }
     // Gone already? Then release now; else poll until it is.
     match answer(actuator.get_by_id(&mo, &res.id).await) {

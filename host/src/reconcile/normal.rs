@@ -2,8 +2,10 @@
 //!
 //! 1. `resolve_dependencies` — dependencies and credentials, from the caches (guard
 //!    finalizers at the last moment);
-//! 2. `locate` — status.id, import.id, import.filter, adoption, else create. Every id a pass
-//!    takes is claimed first ([`super::claims`]): an id another live object holds is refused;
+//! 2. `locate` — status.id, import.id, import.filter, adoption, else create (a plugin whose
+//!    system refuses duplicates creates first and looks for adoption only when the create
+//!    fails). Every id a pass takes is claimed first ([`super::claims`]): an id another live
+//!    object holds is refused;
 //! 3. `ensure_finalizer` — our finalizer before anything can change the external system or
 //!    an id is recorded; before the create of a plugin that cannot adopt it goes in the same
 //!    write as the create-pending marker (one that can adopt needs no marker: adoption runs
@@ -236,44 +238,23 @@ async fn locate(
         ))));
     }
 
-    // Adoption: a resource this object created before its id could be written.
-    let adoptable = match answer(actuator.list_for_adoption(mo).await) {
-        Err(f) => return Ok(Err(Pass::failed(f))),
-        Ok(list) => list,
-    };
-    let can_adopt = adoptable.is_some();
-    match adoptable.map(<[ExternalResource; 1]>::try_from) {
-        Some(Ok([res])) => {
-            if let Err(other) = ctx.claims.reserve(obj, &res.id) {
-                return Ok(Err(Pass::failed(taken(
-                    "this object matches the existing resource",
-                    &res.id,
-                    &other,
-                ))));
+    // Adoption: a resource this object created before its id could be written. Where the
+    // external system refuses duplicates, the create itself finds out: the lookup runs only
+    // after a create that fails (below), and the plugin can adopt by the shortcut's contract.
+    let refuses_duplicates = ctx.description.shortcuts.create_refuses_duplicates;
+    let can_adopt = refuses_duplicates
+        || match look_for_adoption(obj, ctx, actuator, mo).await {
+            Adoption::Adopted(res) => return Ok(Ok((res, Found::Adopted))),
+            Adoption::Ended(ended) => return Ok(Err(ended)),
+            Adoption::Nothing => true,
+            Adoption::NotApplicable if obj.annotations().contains_key(CREATE_PENDING) => {
+                return Ok(Err(Pass::failed(Failure::Unrecoverable(format!(
+                    "an earlier create was interrupted and this plugin cannot look for what it may have created; \
+                     check the external system, then remove the {CREATE_PENDING} annotation"
+                )))));
             }
-            ctx.ops
-                .publish(
-                    obj,
-                    Note::normal("Adopted", format!("adopted existing {}", res.id)),
-                )
-                .await;
-            return Ok(Ok((res, Found::Adopted)));
-        }
-        Some(Err(found)) if !found.is_empty() => {
-            return Ok(Err(Pass::failed(Failure::InvalidConfiguration(format!(
-                "{} existing resources match this object ({}); refusing to guess which to adopt",
-                found.len(),
-                ids(&found)
-            )))));
-        }
-        None if obj.annotations().contains_key(CREATE_PENDING) => {
-            return Ok(Err(Pass::failed(Failure::Unrecoverable(format!(
-                "an earlier create was interrupted and this plugin cannot look for what it may have created; \
-                 check the external system, then remove the {CREATE_PENDING} annotation"
-            )))));
-        }
-        _ => {}
-    }
+            Adoption::NotApplicable => false,
+        };
 
     // Create, after our finalizer. A plugin that can adopt needs nothing more: adoption runs
     // before every create, so the resource of a create whose id was never recorded is found,
@@ -313,6 +294,16 @@ async fn locate(
             if marked {
                 clear_create_pending(obj, ctx).await?;
             }
+            // Refused, perhaps as a duplicate: of what this object created before its id was
+            // written (adopted now), or of another's (the lookup says whose).
+            if refuses_duplicates && status.failure.is_some() {
+                match look_for_adoption(obj, ctx, actuator, mo).await {
+                    Adoption::Adopted(res) => return Ok(Ok((res, Found::Adopted))),
+                    Adoption::Ended(ended) => return Ok(Err(ended)),
+                    // Not a duplicate: the create's own failure stands.
+                    Adoption::Nothing | Adoption::NotApplicable => {}
+                }
+            }
             let mut failed = Pass::default();
             failed.absorb(status);
             Ok(Err(failed))
@@ -343,6 +334,57 @@ async fn locate(
                 .await;
             Ok(Ok((res, Found::Created)))
         }
+    }
+}
+
+/// What `list-for-adoption` found for this object.
+enum Adoption {
+    /// One resource, now claimed by this object.
+    Adopted(ExternalResource),
+    /// The lookup ended the pass: its call failed, several resources match, or another
+    /// object holds the match.
+    Ended(Pass),
+    /// Nothing matches.
+    Nothing,
+    /// The plugin does not look for this object (`list-for-adoption` answered none).
+    NotApplicable,
+}
+
+/// Looks for a resource this object created before its id could be written, and claims it.
+async fn look_for_adoption(
+    obj: &DynamicObject,
+    ctx: &Context,
+    actuator: &dyn Actuator,
+    mo: &ManagedObject,
+) -> Adoption {
+    let found = match answer(actuator.list_for_adoption(mo).await) {
+        Err(f) => return Adoption::Ended(Pass::failed(f)),
+        Ok(None) => return Adoption::NotApplicable,
+        Ok(Some(found)) => found,
+    };
+    match <[ExternalResource; 1]>::try_from(found) {
+        Ok([res]) => {
+            if let Err(other) = ctx.claims.reserve(obj, &res.id) {
+                return Adoption::Ended(Pass::failed(taken(
+                    "this object matches the existing resource",
+                    &res.id,
+                    &other,
+                )));
+            }
+            ctx.ops
+                .publish(
+                    obj,
+                    Note::normal("Adopted", format!("adopted existing {}", res.id)),
+                )
+                .await;
+            Adoption::Adopted(res)
+        }
+        Err(found) if found.is_empty() => Adoption::Nothing,
+        Err(found) => Adoption::Ended(Pass::failed(Failure::InvalidConfiguration(format!(
+            "{} existing resources match this object ({}); refusing to guess which to adopt",
+            found.len(),
+            ids(&found)
+        )))),
     }
 }
 

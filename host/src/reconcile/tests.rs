@@ -21,7 +21,7 @@ use super::status::Pass;
 use super::{Context, Error, Settings, StoredMeta};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Description, ExternalResource, Failure,
-    ManagedObject, Status,
+    ManagedObject, Shortcuts, Status,
 };
 
 const FINALIZER: &str = "orchard.dev/fake";
@@ -67,6 +67,9 @@ struct System {
     drifts: Vec<(&'static str, &'static str, &'static str, bool)>,
     /// What the calls reported since the last take.
     reported: Mutex<crate::actuator::Reports>,
+    /// The shortcuts the plugin declares; with `create_refuses_duplicates`, `create` refuses
+    /// a name that exists (changing nothing).
+    shortcuts: Shortcuts,
 }
 
 impl System {
@@ -202,6 +205,18 @@ impl Actuator for System {
         self.call("create");
         let name = Self::spec_name(obj);
         let id = format!("ext-{name}");
+        if self.shortcuts.create_refuses_duplicates
+            && self
+                .resources
+                .lock()
+                .unwrap()
+                .values()
+                .any(|s| s["name"] == name.as_str())
+        {
+            return Ok(Err(
+                Failure::InvalidConfiguration(format!("{name} exists")).into()
+            ));
+        }
         match self.create.lock().unwrap().clone() {
             CreateMode::Works => {
                 self.put(&id, &name);
@@ -294,6 +309,7 @@ fn description() -> Description {
         dependencies: vec![],
         needs_credentials: false,
         versions: Vec::new(),
+        shortcuts: Shortcuts::default(),
     }
 }
 
@@ -557,7 +573,10 @@ fn context(
 ) -> Context {
     Context::new(
         Arc::clone(system) as Arc<dyn Actuator>,
-        description(),
+        Description {
+            shortcuts: system.shortcuts,
+            ..description()
+        },
         settings,
         Arc::clone(cluster) as Arc<dyn ObjectOps>,
         claims,
@@ -802,6 +821,115 @@ async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again()
         kinds(&w.cluster.writes()),
         ["event Adopted", "status(id=\"ext-a\")"]
     );
+}
+
+/// A plugin whose external system refuses a duplicate create.
+fn refusing_duplicates(system: System) -> System {
+    System {
+        shortcuts: Shortcuts {
+            create_refuses_duplicates: true,
+            ..Shortcuts::default()
+        },
+        ..system
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_whose_system_refuses_duplicates_creates_without_looking_for_adoption_first() {
+    let w = World::with(refusing_duplicates(System::default()), managed("a"));
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(
+        w.system.calls(),
+        ["create", "reconcilers", "available", "observed"]
+    );
+    // It can adopt (the shortcut's contract): no marker, and the id in the pass's status.
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=false)",
+            "event Created",
+            "status(id=\"ext-a\")",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_create_refused_as_a_duplicate_is_adopted_instead_of_made_twice() {
+    let w = World::with(
+        refusing_duplicates(System::creating(CreateMode::Traps)),
+        managed("a"),
+    );
+    w.pass().await;
+    // It did create, in fact (the trap came after): the next create is refused, the lookup
+    // after it adopts.
+    w.system.put("ext-a", "a");
+    *w.system.create.lock().unwrap() = CreateMode::Works;
+    w.system.calls();
+    w.cluster.writes();
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(
+        w.system.calls(),
+        [
+            "create",
+            "list-for-adoption",
+            "reconcilers",
+            "available",
+            "observed"
+        ]
+    );
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Adopted", "status(id=\"ext-a\")"]
+    );
+    assert_eq!(w.system.resources.lock().unwrap().len(), 1, "one resource");
+}
+
+#[tokio::test]
+async fn a_refused_create_with_nothing_to_adopt_keeps_the_creates_own_failure() {
+    let w = World::with(
+        refusing_duplicates(System::creating(CreateMode::Fails(
+            Failure::InvalidConfiguration("name: not a DNS name".into()),
+        ))),
+        managed("a"),
+    );
+    let (pass, next) = w.pass().await;
+    assert!(pass.failure.is_some());
+    assert_eq!(next, Next::Wait);
+    assert_eq!(w.system.calls(), ["create", "list-for-adoption"]);
+    let (_, reason, message) = condition(&w.object(), "Progressing");
+    assert_eq!(reason, "InvalidConfiguration");
+    assert!(message.contains("not a DNS name"), "{message}");
+}
+
+#[tokio::test]
+async fn a_create_refused_for_another_objects_resource_is_terminal_and_names_it() {
+    let claims = Arc::new(Claims::default());
+    let first = World::sharing(
+        refusing_duplicates(System::default()),
+        managed("a"),
+        Arc::clone(&claims),
+    );
+    first.pass().await;
+    // A second object naming the same resource: its create is refused, the lookup finds the
+    // first object's resource, which is not this one's to adopt.
+    let second = World::sharing(
+        refusing_duplicates(System::default()),
+        object("b", 200, json!({"resource": {"name": "a"}})),
+        claims,
+    );
+    second.system.put("ext-a", "a");
+    let (_, next) = second.pass().await;
+    assert_eq!(second.system.calls(), ["create", "list-for-adoption"]);
+    let (status, reason, message) = condition(&second.object(), "Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "InvalidConfiguration")
+    );
+    assert!(message.contains("ns/a"), "{message}");
+    assert_eq!(next, Next::Wait);
+    assert!(second.object().data["status"]["id"].is_null());
 }
 
 /// The create-pending marker an earlier create (of an older host) left on `o`.
@@ -1314,6 +1442,57 @@ async fn delete_removes_the_resource_then_releases_the_finalizer_only() {
     assert!(!w.system.has("ext-a"));
     assert_eq!(w.ctx.remembered(), 0, "bookkeeping of the object is gone");
     assert!(w.ctx.claims.is_empty());
+}
+
+#[tokio::test]
+async fn a_synchronous_delete_releases_without_reading_the_resource_back() {
+    let w = World::with(
+        System {
+            shortcuts: Shortcuts {
+                delete_is_synchronous: true,
+                ..Shortcuts::default()
+            },
+            ..System::default()
+        },
+        managed("a"),
+    );
+    w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert_eq!(w.system.calls(), ["get-by-id", "delete"]);
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
+    assert!(!w.system.has("ext-a"));
+}
+
+#[tokio::test]
+async fn a_synchronous_delete_that_fails_keeps_the_finalizer() {
+    let w = World::with(
+        System {
+            shortcuts: Shortcuts {
+                delete_is_synchronous: true,
+                ..Shortcuts::default()
+            },
+            ..System::default()
+        },
+        managed("a"),
+    );
+    w.pass().await;
+    w.system
+        .failing
+        .lock()
+        .unwrap()
+        .insert("delete", Some(Failure::Transient("busy".into())));
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(!pass.released);
+    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
+    assert!(w.system.has("ext-a"));
 }
 
 #[tokio::test]

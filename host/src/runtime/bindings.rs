@@ -1,6 +1,7 @@
 //! Host bindings of world `actuator-plugin`, generated from `wit/`, and of the optional
-//! `conversion` export of world `versioned-actuator-plugin` (looked up by name, so that
-//! components without it still load). wasi:http and wasi:io come from wasmtime's own WASI
+//! exports: `conversion` (world `versioned-actuator-plugin`) and `orchard:shortcuts/shortcuts`
+//! (world `shortcut-actuator-plugin`), looked up by name so that components without them
+//! still load. wasi:http and wasi:io come from wasmtime's own WASI
 //! crates.
 
 #![allow(missing_docs, clippy::all, reason = "bindgen-generated code")]
@@ -42,4 +43,27 @@ pub mod versioned {
     });
 
     pub use self::exports::orchard::actuator::conversion;
+}
+
+/// The name of the optional `shortcuts` export.
+pub const SHORTCUTS_EXPORT: &str = "orchard:shortcuts/shortcuts@0.1.0";
+
+/// The `shortcuts` export alone: its imports and shared types are those above.
+pub mod shortcut {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "orchard:actuator/shortcut-actuator-plugin",
+        exports: { default: async },
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+            "orchard:actuator/types": super::orchard::actuator::types,
+            "orchard:actuator/log": super::orchard::actuator::log,
+            "orchard:actuator/report": super::orchard::actuator::report,
+        },
+        require_store_data_send: true,
+    });
+
+    pub use self::exports::orchard::shortcuts::shortcuts;
 }

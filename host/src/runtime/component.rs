@@ -38,6 +38,7 @@ use serde_json::Value;
 use tracing::Instrument;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
+use super::bindings::shortcut::shortcuts;
 use super::bindings::versioned::conversion;
 use super::bindings::{ActuatorPlugin, ActuatorPluginIndices, ActuatorPluginPre, wit};
 use super::egress::Egress;
@@ -47,7 +48,8 @@ use super::state::PluginState;
 use crate::actuator::contract::{Boundary, RawApiVersion, RawConvertible, RawDescription};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Convertible, Dependency, DependencyDecl,
-    Description, ExternalResource, Failure, ManagedObject, Progress, Reports, Status, WaitEvent,
+    Description, ExternalResource, Failure, ManagedObject, Progress, Reports, Shortcuts, Status,
+    WaitEvent,
 };
 
 /// What loading a plugin made: shared by the plugin and every pass's view of it.
@@ -58,6 +60,8 @@ pub(crate) struct Loaded {
     pub(crate) indices: ActuatorPluginIndices,
     /// Where the optional `conversion` export is (`None`: the kind has one version).
     pub(crate) conversion: Option<conversion::GuestIndices>,
+    /// Where the optional `shortcuts` export is (`None`: the generic flow).
+    pub(crate) shortcuts: Option<shortcuts::GuestIndices>,
     pub(crate) limits: Limits,
     pub(crate) egress: Arc<Egress>,
     pub(crate) digest: String,
@@ -67,8 +71,13 @@ pub(crate) struct Loaded {
 struct Live {
     store: Store<PluginState>,
     plugin: ActuatorPlugin,
-    /// The `conversion` export of this instance, when the plugin has one.
+    optional: OptionalExports,
+}
+
+/// The optional exports of one instance, those the plugin has.
+struct OptionalExports {
     conversion: Option<conversion::Guest>,
+    shortcuts: Option<shortcuts::Guest>,
 }
 
 /// A loaded plugin, or one pass's view of it ([`Actuator::for_pass`]).
@@ -150,10 +159,19 @@ impl ComponentActuator {
             .map(|c| c.load(&mut store, &instance))
             .transpose()
             .map_err(|e| self.classify(function, &store, &e, "instantiate"))?;
+        let shortcuts = l
+            .shortcuts
+            .as_ref()
+            .map(|c| c.load(&mut store, &instance))
+            .transpose()
+            .map_err(|e| self.classify(function, &store, &e, "instantiate"))?;
         Ok(Live {
             store,
             plugin,
-            conversion,
+            optional: OptionalExports {
+                conversion,
+                shortcuts,
+            },
         })
     }
 
@@ -223,7 +241,7 @@ impl ComponentActuator {
         object: &str,
         run: impl AsyncFnOnce(
             &ActuatorPlugin,
-            Option<&conversion::Guest>,
+            &OptionalExports,
             &mut Store<PluginState>,
         ) -> wasmtime::Result<R>,
         check: impl FnOnce(R) -> CallResult<T>,
@@ -243,7 +261,7 @@ impl ComponentActuator {
             if PURE.contains(&function) {
                 live.store.data_mut().seal_egress();
             }
-            let outcome = run(&live.plugin, live.conversion.as_ref(), &mut live.store).await;
+            let outcome = run(&live.plugin, &live.optional, &mut live.store).await;
             let answer = outcome
                 .map_err(|e| self.classify(function, &live.store, &e, "call"))
                 .and_then(check)?;
@@ -301,7 +319,7 @@ impl ComponentActuator {
 }
 
 /// The functions that MUST NOT do I/O: no outbound request leaves during them.
-const PURE: [&str; 2] = ["versions", "convert"];
+const PURE: [&str; 3] = ["versions", "convert", "shortcuts"];
 
 /// Milliseconds, for span attributes.
 fn duration_ms(d: Duration) -> u64 {
@@ -337,6 +355,7 @@ impl Actuator for ComponentActuator {
     async fn describe(&self) -> CallResult<Description> {
         const F: &str = "describe";
         const V: &str = "versions";
+        const S: &str = "shortcuts";
         let b = self.boundary(F);
         let description = self
             .call(
@@ -370,15 +389,14 @@ impl Actuator for ComponentActuator {
                 },
             )
             .await?;
-        if self.loaded.conversion.is_none() {
-            return Ok(description);
-        }
-        let b = self.boundary(V);
-        let versions = self
-            .call(
+        let versions = if self.loaded.conversion.is_none() {
+            Vec::new()
+        } else {
+            let b = self.boundary(V);
+            self.call(
                 V,
                 "",
-                async |_, c, s| match c {
+                async |_, o, s| match &o.conversion {
                     Some(c) => c.call_versions(s).await,
                     // Loaded with the export, so every instance has it.
                     None => Err(wasmtime::format_err!(
@@ -401,9 +419,35 @@ impl Actuator for ComponentActuator {
                     )
                 },
             )
-            .await?;
+            .await?
+        };
+        let shortcuts = if self.loaded.shortcuts.is_none() {
+            Shortcuts::default()
+        } else {
+            self.call(
+                S,
+                "",
+                async |_, o, s| match &o.shortcuts {
+                    Some(sc) => sc.call_shortcuts(s).await,
+                    // Loaded with the export, so every instance has it.
+                    None => Err(wasmtime::format_err!(
+                        "the instance has no shortcuts export"
+                    )),
+                },
+                |flags| {
+                    Ok(Shortcuts {
+                        create_refuses_duplicates: flags
+                            .contains(shortcuts::Shortcut::CREATE_REFUSES_DUPLICATES),
+                        delete_is_synchronous: flags
+                            .contains(shortcuts::Shortcut::DELETE_IS_SYNCHRONOUS),
+                    })
+                },
+            )
+            .await?
+        };
         Ok(Description {
             versions,
+            shortcuts,
             ..description
         })
     }
@@ -432,7 +476,7 @@ impl Actuator for ComponentActuator {
         self.call(
             F,
             "",
-            async |_, c, s| match c {
+            async |_, o, s| match &o.conversion {
                 Some(c) => c.call_convert(s, &input, from, to).await,
                 None => Err(wasmtime::format_err!(
                     "the instance has no conversion export"

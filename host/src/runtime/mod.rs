@@ -151,13 +151,20 @@ impl Runtime {
             .instantiate_pre(&loaded.component)
             .map_err(world)?;
         let indices = ActuatorPluginIndices::new(&pre).map_err(world)?;
-        // The conversion export is optional: looked up by its name (semver-compatible, as
+        // The conversion and shortcuts exports are optional: looked up by their names (semver-compatible, as
         // wasmtime matches exports), and an export of the wrong shape refuses the plugin.
         let conversion = match loaded
             .component
             .get_export_index(None, bindings::CONVERSION_EXPORT)
         {
             Some(_) => Some(conversion::GuestIndices::new(&pre).map_err(world)?),
+            None => None,
+        };
+        let shortcuts = match loaded
+            .component
+            .get_export_index(None, bindings::SHORTCUTS_EXPORT)
+        {
+            Some(_) => Some(bindings::shortcut::shortcuts::GuestIndices::new(&pre).map_err(world)?),
             None => None,
         };
         let pre = ActuatorPluginPre::new(pre).map_err(world)?;
@@ -175,6 +182,7 @@ impl Runtime {
             pre,
             indices,
             conversion,
+            shortcuts,
             limits: config.limits,
             digest: loaded.digest,
         }))

@@ -125,6 +125,16 @@ impl Actuator for PdnsZone {
         }
     }
 
+    /// PowerDNS refuses a zone name that exists (`409 Conflict`, nothing changed) and deletes a
+    /// zone at once (`204`, then `404`): the host skips the lookup before a create and the
+    /// read after a delete.
+    fn shortcuts(&self) -> orchard_sdk::Shortcuts {
+        orchard_sdk::Shortcuts {
+            create_refuses_duplicates: true,
+            delete_is_synchronous: true,
+        }
+    }
+
     #[cfg(feature = "v1beta1")]
     fn versions(&self) -> Vec<orchard_sdk::ApiVersion> {
         versions::all(&self.describe())

@@ -4,7 +4,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::types::{
-    ApiVersion, Availability, Convertible, Description, Failure, Object, Resource, Status,
+    ApiVersion, Availability, Convertible, Description, Failure, Object, Resource, Shortcuts,
+    Status,
 };
 
 /// An actuator: everything specific to one kind of external resource.
@@ -107,6 +108,12 @@ pub trait Actuator: Default {
     /// `status.resource`; the state itself by default.
     fn observed(&self, res: &Resource<Self::State>) -> Result<serde_json::Value, Failure> {
         Ok(serde_json::to_value(&res.state)?)
+    }
+
+    /// The calls this plugin's external system lets the host skip. MUST be pure. Default:
+    /// none — the generic flow, safe on any system.
+    fn shortcuts(&self) -> Shortcuts {
+        Shortcuts::default()
     }
 
     /// Every API version of the kind, oldest first, when it has several; one of them is

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::actuator::{Actuator, Raw};
 use crate::bindings::exports::orchard::actuator::actuator::Guest;
 use crate::bindings::exports::orchard::actuator::conversion as wit_conversion;
+use crate::bindings::exports::orchard::shortcuts::shortcuts as wit_shortcuts;
 use crate::bindings::orchard::actuator::types as wit;
 use crate::types::{
     Availability, Convertible, Dependency, Description, Failure, Object, Progress, Resource,
@@ -94,6 +95,20 @@ impl<A: Actuator> Guest for Exported<A> {
 
     fn observed(res: wit::ExternalResource) -> String {
         raw::<A>().observed(&resource(res))
+    }
+}
+
+impl<A: Actuator> wit_shortcuts::Guest for Exported<A> {
+    fn shortcuts() -> wit_shortcuts::Shortcut {
+        let declared = raw::<A>().0.shortcuts();
+        let mut flags = wit_shortcuts::Shortcut::empty();
+        if declared.create_refuses_duplicates {
+            flags |= wit_shortcuts::Shortcut::CREATE_REFUSES_DUPLICATES;
+        }
+        if declared.delete_is_synchronous {
+            flags |= wit_shortcuts::Shortcut::DELETE_IS_SYNCHRONOUS;
+        }
+        flags
     }
 }
 

@@ -34,8 +34,9 @@ pub use handler::{ResourceHandler, ensure};
 pub use serde_json::{self, json};
 pub use types::*;
 
-/// Bindings generated from `wit/actuator.wit` (world `versioned-actuator-plugin`: every Rust
-/// plugin exports `conversion`; one whose kind has one version lists no versions).
+/// Bindings generated from `wit/actuator.wit` (world `shortcut-actuator-plugin`: every Rust
+/// plugin exports `conversion` — one whose kind has one version lists no versions — and
+/// `orchard:shortcuts` — one that declares none gets the generic flow).
 #[cfg(target_arch = "wasm32")]
 #[allow(
     missing_docs,
@@ -46,7 +47,7 @@ pub use types::*;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "orchard:actuator/versioned-actuator-plugin",
+        world: "orchard:actuator/shortcut-actuator-plugin",
         pub_export_macro: true,
         export_macro_name: "__export_actuator_plugin",
         default_bindings_module: "::orchard_sdk::bindings",

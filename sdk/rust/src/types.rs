@@ -534,6 +534,23 @@ pub struct Description {
     pub needs_credentials: bool,
 }
 
+/// What the plugin's external system guarantees, so that the host skips calls its generic
+/// flow makes to stay leak-safe on any system ([`Actuator::shortcuts`](crate::Actuator);
+/// `orchard:shortcuts` in the WIT). Declare only what the system itself enforces: the
+/// conformance kit checks both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shortcuts {
+    /// The system refuses to create a resource whose identifying fields (those
+    /// `list_for_adoption` matches on) an existing one has: `create` then answers a failure and
+    /// changes nothing. The host skips `list_for_adoption` before a create and calls it only
+    /// after a create fails; `list_for_adoption` MUST answer `Some` for every object the plugin
+    /// can create. (PowerDNS answers `409 Conflict` for a zone name that exists.)
+    pub create_refuses_duplicates: bool,
+    /// A `delete` that answers done has removed the resource (`get_by_id` answers `None` from
+    /// then on): the host releases the object without reading the resource back.
+    pub delete_is_synchronous: bool,
+}
+
 /// One API version of a kind that has several ([`Actuator::versions`](crate::Actuator)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiVersion {

@@ -236,6 +236,20 @@ async fn pdns_zone_keeps_every_rule_against_powerdns() -> anyhow::Result<()> {
     .filter(json!({"name": name, "kind": "Native"}))
     .run()?;
     run.assert_all_pass();
+    // pdns-zone declares both shortcuts: PowerDNS refuses the second create, and the zone is
+    // gone at the first read after its delete.
+    assert!(
+        run.evidence("create-not-repeated")
+            .contains("a second create answered"),
+        "{}",
+        run.evidence("create-not-repeated")
+    );
+    assert!(
+        run.evidence("delete")
+            .contains("right after the delete (delete-is-synchronous)"),
+        "{}",
+        run.evidence("delete")
+    );
     assert!(zones_like(&env, &name).await?.is_empty());
     Ok(())
 }

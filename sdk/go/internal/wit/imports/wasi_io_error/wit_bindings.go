@@ -8,6 +8,7 @@
 //     wasi:sockets@0.2.12
 //     wasi:cli@0.2.12
 //     wasi:http@0.2.12
+//     orchard:shortcuts@0.1.0
 //     orchard:actuator@0.1.2
 
 package wasi_io_error
