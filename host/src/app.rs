@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actuator::{Actuator, CallError, Description};
 use crate::ops::{Health, leader::Leadership, metrics};
-use crate::reconcile::{Settings, cache::Caches};
+use crate::reconcile::{Settings, machinery::cache::Caches};
 use crate::runtime::{PluginConfig, Runtime};
 
 /// Why the host stopped, or could not start.
@@ -149,7 +149,7 @@ pub struct ReconcileConfig {
     /// This host's name in Events and as the Lease holder.
     pub instance: String,
     /// Which Events are published.
-    pub events: crate::reconcile::events::EventLevel,
+    pub events: crate::reconcile::machinery::events::EventLevel,
     /// Test-only fail point.
     pub fail_point: Option<FailPoint>,
     /// Test instrument: append every pass's begin and end to this file.
@@ -504,11 +504,12 @@ async fn serve(
     // Phase 7: serve.
     let mut base = config.reconcile.settings(health);
     if let Some(path) = &config.reconcile.pass_trace {
-        let trace = crate::reconcile::trace::PassTrace::open(path, &config.reconcile.instance)
-            .map_err(|source| Error::PassTrace {
-                path: path.clone(),
-                source,
-            })?;
+        let trace =
+            crate::reconcile::flow::trace::PassTrace::open(path, &config.reconcile.instance)
+                .map_err(|source| Error::PassTrace {
+                    path: path.clone(),
+                    source,
+                })?;
         base.pass_trace = Some(Arc::new(trace));
     }
     if let Some(shard) = shard {

@@ -280,7 +280,7 @@ struct ReconcileArgs {
     /// Which Events to publish on the objects: `normal` (all) or `warning` (failures only;
     /// one apiserver write less per object created and per object deleted).
     #[arg(long, default_value = "normal", env = "ORCHARD_EVENTS", value_enum)]
-    events: crate::reconcile::events::EventLevel,
+    events: crate::reconcile::machinery::events::EventLevel,
     /// Test-only fail point.
     #[arg(long, hide = true, env = "ORCHARD_FAILPOINT", value_enum)]
     failpoint: Option<FailPoint>,

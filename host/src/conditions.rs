@@ -1,5 +1,6 @@
 //! Status conditions (the `metav1.Condition` shape) as the host writes them: on the objects of
-//! the kinds it reconciles (`reconcile::status`) and on Plugin objects (`plugin::status`).
+//! the kinds it reconciles (`reconcile::flow::status`) and on Plugin objects
+//! (`plugin::status`).
 //!
 //! One rule for `lastTransitionTime`, the Kubernetes API conventions': it MUST move only when
 //! the condition's status changes. Rewriting an unchanged status then changes nothing (no

@@ -11,7 +11,8 @@
 //! - [`plugin`]: the `Plugin` CRD and the controller that hot-loads plugins from it;
 //! - [`explain`]: `orchard explain` — why an object is where it is;
 //! - [`shard`]: sharding across replicas (membership Leases, bucket ring and table, labels);
-//! - [`reconcile`]: the generic reconciler (ORC's flow), one controller per kind;
+//! - [`reconcile`]: the generic reconciler, one controller per kind: its `flow` (ORC's phases)
+//!   over its `machinery` (caches, work queue, triggers, claims, guards, Events);
 //! - [`crd`]: the CRD of a plugin's kind, and its installation;
 //! - [`conditions`]: status conditions, one rule for their transition time;
 //! - [`oci`]: plugins as OCI artifacts (pull, push, cache, cosign verification);

@@ -198,7 +198,7 @@ fn echo_host(ns: &str, instance: &str) -> AppConfig {
             default_resync: None,
             concurrency: 4,
             instance: instance.into(),
-            events: orchard::reconcile::events::EventLevel::Normal,
+            events: orchard::reconcile::machinery::events::EventLevel::Normal,
             fail_point: None,
             pass_trace: None,
         },

@@ -1,6 +1,6 @@
 //! Dependencies given on the command line (`--dependency NAME=FILE` or `NAME=Kind/name`),
 //! turned into [`ManagedObject::dependencies`] the way the reconciler does it from its caches
-//! (`reconcile::deps`): kind, object name, `status.id` and `status.resource` of the
+//! (`reconcile::flow::deps`): kind, object name, `status.id` and `status.resource` of the
 //! referenced object.
 //!
 //! # Contract
@@ -97,7 +97,7 @@ impl DependencyArg {
             DependencySource::Cluster { kind, name } => {
                 let fetch = async {
                     let client = kube::Client::try_default().await?;
-                    let gvk = if kind == crate::reconcile::deps::SECRET {
+                    let gvk = if kind == crate::reconcile::machinery::dependents::SECRET {
                         kube::api::GroupVersionKind::gvk("", "v1", kind)
                     } else {
                         kube::api::GroupVersionKind::gvk(&d.group, &d.version, kind)

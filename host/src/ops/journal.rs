@@ -62,7 +62,8 @@ pub struct NextPass {
     pub why: Cow<'static, str>,
 }
 
-/// The object's claim on its external id ([`crate::reconcile::claims`]), as its last pass left it.
+/// The object's claim on its external id ([`crate::reconcile::machinery::claims`]), as its
+/// last pass left it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Claim {

@@ -28,7 +28,7 @@ use crate::actuator::{Actuator, ActuatorSlot, Description};
 use crate::oci::verify::SignatureKey;
 use crate::oci::{self, Registry};
 use crate::ops::metrics;
-use crate::reconcile::backoff::Backoff;
+use crate::reconcile::machinery::backoff::Backoff;
 use crate::runtime::{EgressPolicy, Limits, PluginConfig};
 
 /// Retries of a failed version: 1 s doubling to 60 s.

@@ -1,39 +1,21 @@
 //! The generic reconciler: one controller per plugin kind, ORC's semantics.
 //!
 //! Modules, dependencies pointing down the list:
-//! - [`flow`]: one pass over one object (skip, the flow, status, marker, what next);
-//! - [`normal`] and [`delete`]: the two flows, each an ordered list of named phases;
-//! - [`deps`]: dependencies and credentials, resolved from the caches;
-//! - [`dependents`]: which objects name which dependency (an index kept from the changes);
-//! - [`claims`]: which live object holds which external id (exclusive claims);
-//! - [`status`]: conditions and the status body; [`backoff`]: per-object backoff;
-//! - [`envelope`]: the spec envelope, decoded once per pass;
+//! - [`flow`]: the reconcile flow — one pass over one object (skip, the flow, status, marker,
+//!   what next), with the two flows (`normal`, `delete`) as ordered lists of named phases and
+//!   what they use alone (dependency resolution, status, the spec envelope);
 //! - [`ops`]: the seam below the flows — every read and write of Kubernetes objects;
-//! - [`triggers`]: which watch events start a pass (never the host's own writes);
-//! - [`queue`]: the kind's work queue: which objects are due, first come first served;
-//! - [`guard`]: the deletion-guard controller of a dependency kind;
-//! - [`cache`]: one cache per kind for the whole host, shared by every controller.
+//! - [`machinery`]: what drives and serves the flow — caches, the work queue, triggers,
+//!   claims, the dependents index, deletion guards, Events, backoff. It never imports the flow;
+//! - [`annotations`]: the annotation names the host reads and writes (a leaf).
 //!
+//! This module holds what they share ([`Context`], [`Error`], [`Settings`], [`Names`]), and
 //! [`run`] wires them to the apiserver.
 
 pub mod annotations;
-pub mod answer;
-pub mod backoff;
-pub mod cache;
-pub mod claims;
-pub mod delete;
-pub mod dependents;
-pub mod deps;
-pub mod envelope;
-pub mod events;
 pub mod flow;
-pub mod guard;
-pub mod normal;
+pub mod machinery;
 pub mod ops;
-pub mod queue;
-pub mod status;
-pub mod trace;
-pub mod triggers;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -47,14 +29,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::actuator::{Actuator, Description};
-use cache::{Change, KindCache};
-use claims::Claims;
-use dependents::DependentsIndex;
+use flow::{deps, trace};
+use machinery::cache::{self, Change, KindCache};
+use machinery::claims::Claims;
+use machinery::dependents::{self, DependentsIndex};
+use machinery::events;
+use machinery::queue::{Key, WorkQueue};
+use machinery::triggers::Triggers;
+use machinery::{backoff, guard};
 use ops::{KubeOps, ObjectOps};
-use queue::{Key, WorkQueue};
-use triggers::Triggers;
 
-pub use envelope::parse_duration;
+pub use flow::envelope::parse_duration;
 
 /// The metadata the apiserver sets on every stored object of a plugin's kind, read without
 /// an `Option` at each use. An object built in a unit test may lack them; it then gets `""`,
@@ -371,13 +356,13 @@ pub async fn discover_kinds(
 ) -> Result<HashMap<String, ApiResource>, Error> {
     let mut kinds = HashMap::new();
     if d.needs_credentials {
-        kinds.insert(deps::SECRET.to_owned(), deps::secret_resource());
+        kinds.insert(dependents::SECRET.to_owned(), deps::secret_resource());
     }
     for decl in &d.dependencies {
         if kinds.contains_key(&decl.kind) {
             continue;
         }
-        let resource = if decl.kind == deps::SECRET {
+        let resource = if decl.kind == dependents::SECRET {
             deps::secret_resource()
         } else {
             let gvk = GroupVersionKind::gvk(&d.group, &d.version, &decl.kind);
@@ -521,13 +506,14 @@ pub async fn run(
         // uid → a hash of its input key: a zone's key holds its observed state, kept for
         // every zone by every plugin that depends on zones.
         let seen: Mutex<HashMap<String, u64>> = Mutex::default();
+        let declared = kind.clone();
         let changed = cache.subscribe().filter_map(move |change| {
             let mut seen = seen
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             futures::future::ready(match change {
                 Change::Applied(dep) => {
-                    let key = deps::input_fingerprint(&dep);
+                    let key = deps::input_fingerprint(&declared, &dep);
                     let uid = dep.stored_uid();
                     (seen.insert(uid, key) != Some(key)).then_some(dep)
                 }
@@ -586,7 +572,7 @@ pub async fn run(
         .filter(|d| d.guard_deletion)
         .map(|d| &d.kind)
         .collect();
-    let secret = deps::SECRET.to_owned();
+    let secret = dependents::SECRET.to_owned();
     if description.needs_credentials {
         guarded.push(&secret);
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use tracing::Instrument;
 
-use super::cache::KindCache;
+use super::machinery::cache::KindCache;
 use super::{Error, Names};
 use crate::reconcile::StoredMeta;
 
@@ -141,7 +141,7 @@ pub struct KubeOps {
     client: Client,
     resource: ApiResource,
     names: Names,
-    events: super::events::EventPublisher,
+    events: super::machinery::events::EventPublisher,
     plugin: String,
     dependencies: HashMap<String, Arc<KindCache>>,
 }
@@ -152,7 +152,7 @@ impl KubeOps {
         client: Client,
         resource: ApiResource,
         names: Names,
-        events: super::events::EventPublisher,
+        events: super::machinery::events::EventPublisher,
         plugin: String,
         dependencies: HashMap<String, Arc<KindCache>>,
     ) -> Self {
@@ -265,7 +265,7 @@ impl ObjectOps for KubeOps {
             }
             None => truncate(&note.message, MAX_EVENT_NOTE),
         };
-        let event = super::events::EventNote {
+        let event = super::machinery::events::EventNote {
             warning: note.warning,
             reason: &note.reason,
             message: &message,
@@ -299,7 +299,7 @@ impl ObjectOps for KubeOps {
         };
         traced(
             write_span("guard", &cache.resource.kind, dep),
-            super::deps::apply_guard(
+            super::machinery::guard::apply_guard(
                 &self.client,
                 &cache.resource,
                 &self.names.guard_manager,

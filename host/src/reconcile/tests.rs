@@ -14,10 +14,10 @@ use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
 use super::annotations::CREATE_PENDING;
-use super::claims::Claims;
+use super::flow::status::Pass;
 use super::flow::{Next, reconcile_object};
+use super::machinery::claims::Claims;
 use super::ops::{Note, ObjectOps, OwnMetadata};
-use super::status::Pass;
 use super::{Context, Error, Settings, StoredMeta};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Description, ExternalResource, Failure,
@@ -1230,7 +1230,7 @@ async fn import_by_filter_waits_for_one_match_and_refuses_several() {
         json!({"managementPolicy": "unmanaged", "import": {"filter": {"name": "x"}}}),
     ));
     let (_, next) = w.pass().await;
-    assert_eq!(next, Next::After(super::normal::IMPORT_POLL));
+    assert_eq!(next, Next::After(super::flow::normal::IMPORT_POLL));
     assert_eq!(condition(&w.object(), "Progressing").0, "True");
     w.system.put("ext-x", "x");
     w.pass().await;
@@ -1502,7 +1502,7 @@ async fn delete_polls_until_the_resource_is_gone() {
     *w.system.slow_delete.lock().unwrap() = 1;
     w.delete();
     let (_, next) = w.pass().await;
-    assert_eq!(next, Next::After(super::delete::DELETE_POLL));
+    assert_eq!(next, Next::After(super::flow::delete::DELETE_POLL));
     assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
     let (pass, _) = w.pass().await;
     assert!(pass.released);
@@ -2437,7 +2437,7 @@ async fn the_pass_trace_brackets_every_pass_and_changes_no_write_or_call() {
     for (case, setup) in cases {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trace");
-        let trace = Arc::new(super::trace::PassTrace::open(&path, "host-1").unwrap());
+        let trace = Arc::new(super::flow::trace::PassTrace::open(&path, "host-1").unwrap());
         let (plain, traced) = (World::new(managed("a")), World::new(managed("a")));
         setup(&plain);
         setup(&traced);
@@ -2474,8 +2474,8 @@ async fn the_pass_trace_brackets_every_pass_and_changes_no_write_or_call() {
 
 #[test]
 fn the_own_view_feeds_the_claims_only_when_not_sharded() {
-    use super::cache::Change;
-    use super::triggers::Triggers;
+    use super::machinery::cache::Change;
+    use super::machinery::triggers::Triggers;
     let mut holder = managed("a");
     holder.data["status"] = json!({"id": "r-1"});
     let holder = Arc::new(holder);
@@ -2550,7 +2550,7 @@ const THINGS: [(&str, &str, &str, bool); 4] = [
 
 #[test]
 fn the_dependents_index_finds_the_objects_naming_a_dependency_and_follows_their_changes() {
-    use super::dependents::DependentsIndex;
+    use super::machinery::dependents::DependentsIndex;
     let (d, zone) = zone_user();
     let object = |name: &str, namespace: &str, zone_ref: &str, owned: bool| -> DynamicObject {
         serde_json::from_value(thing(name, namespace, zone_ref, owned)).unwrap()
@@ -2583,8 +2583,8 @@ fn the_dependents_index_finds_the_objects_naming_a_dependency_and_follows_their_
 
 #[test]
 fn a_guarded_dependency_is_released_only_while_deleting_and_once_no_dependent_uses_it() {
-    use super::dependents::DependentsIndex;
-    use super::guard::{Verdict, verdict};
+    use super::machinery::dependents::DependentsIndex;
+    use super::machinery::guard::{Verdict, verdict};
     const GUARD: &str = "orchard.dev/fake-guard";
     let (d, zone) = zone_user();
     let deleting = |finalizers: &[&str]| {
@@ -2648,7 +2648,7 @@ fn a_guarded_dependency_is_released_only_while_deleting_and_once_no_dependent_us
 
 #[tokio::test(start_paused = true)]
 async fn a_worker_passes_the_object_as_cached_and_schedules_what_the_pass_asks_for() {
-    use super::queue::{Key, WorkQueue};
+    use super::machinery::queue::{Key, WorkQueue};
     use tokio_util::sync::CancellationToken;
     // (case, setup, the object is in the cache, the worker's pass is a plain pass, queued after)
     type Setup = fn(&World);

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Assignment;
 use super::ring::{BUCKET_LABEL, BUCKETS, bucket_of};
-use crate::reconcile::cache::WatchBackoff;
+use crate::reconcile::machinery::cache::WatchBackoff;
 
 /// Label patches in flight per kind.
 const IN_FLIGHT: usize = 16;

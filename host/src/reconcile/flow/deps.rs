@@ -4,8 +4,8 @@
 //! - a dependency that is missing or not Available makes the dependent wait (no timer: the
 //!   watch on the dependency's kind requeues its dependents when it changes);
 //! - a guarded dependency gets the finalizer `orchard.dev/<plugin>-guard` at the last moment
-//!   (when it is used); the guard controller ([`super::guard`]) removes it once the dependency
-//!   is being deleted and no dependent remains;
+//!   (when it is used); the guard controller ([`crate::reconcile::machinery::guard`]) removes
+//!   it once the dependency is being deleted and no dependent remains;
 //! - the credentials Secret (`spec.credentialsRef.secretName`) is a guarded dependency whose
 //!   data reaches every call.
 //!
@@ -15,18 +15,14 @@
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
-use super::Error;
 use super::envelope::Envelope;
-use super::ops::ObjectOps;
 use crate::actuator::{Dependency, Description, Progress, WaitEvent};
-use crate::reconcile::StoredMeta;
-
-/// The kind name under which the credentials Secret is tracked.
-pub const SECRET: &str = "Secret";
+use crate::reconcile::machinery::dependents::{SECRET, references};
+use crate::reconcile::ops::ObjectOps;
+use crate::reconcile::{Error, StoredMeta};
 
 /// The API resource of Secrets.
 pub fn secret_resource() -> ApiResource {
@@ -39,35 +35,19 @@ pub fn secret_resource() -> ApiResource {
     }
 }
 
-/// The name an object's spec gives for each dependency kind: `(kind, name)` pairs.
-pub fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)> {
-    let spec = &obj.data["spec"];
-    let mut refs: Vec<(String, String)> = d
-        .dependencies
-        .iter()
-        .filter_map(|decl| {
-            spec["resource"][&decl.field]
-                .as_str()
-                .map(|name| (decl.kind.clone(), name.to_owned()))
-        })
-        .collect();
-    if let Some(name) = spec["credentialsRef"]["secretName"]
-        .as_str()
-        .filter(|_| d.needs_credentials)
-    {
-        refs.push((SECRET.to_owned(), name.to_owned()));
-    }
-    refs
-}
-
 /// What of a dependency (or the credentials Secret) its dependents' passes depend on: a
 /// Secret's data; a dependency's generation, status.id, availability and observed state;
 /// and whether it is being deleted. Metadata-only writes (guard finalizers, labels) are not
 /// part of it, so the host's own guard never looks like a change. A hash (stable within one
 /// process): the dependency feeds keep one per dependency.
-pub fn input_fingerprint(dep: &DynamicObject) -> u64 {
+///
+/// `kind` is the dependency's kind as declared, not the object's own `kind` field: objects
+/// of a listing carry none (only watch events do), so reading it there made the first watch
+/// event of a listed Secret — the host's own guard finalizer — look like a change of its data,
+/// and every dependent ran an extra pass on a cache that had not seen its last status write.
+pub fn input_fingerprint(kind: &str, dep: &DynamicObject) -> u64 {
     let deleting = dep.metadata.deletion_timestamp.is_some();
-    let key = if dep.types.as_ref().is_some_and(|t| t.kind == SECRET) {
+    let key = if kind == SECRET {
         json!([dep.data["data"], deleting])
     } else {
         let status = &dep.data["status"];
@@ -93,7 +73,7 @@ pub fn inputs_fingerprint(ops: &dyn ObjectOps, d: &Description, obj: &DynamicObj
     for (kind, name) in references(d, obj) {
         (kind.as_str(), name.as_str()).hash(&mut hasher);
         ops.cached(&kind, &ns, &name)
-            .map(|o| input_fingerprint(&o))
+            .map(|o| input_fingerprint(&kind, &o))
             .hash(&mut hasher);
     }
     hasher.finish()
@@ -239,8 +219,8 @@ async fn guard_once(
     d: &Description,
     dep: &DynamicObject,
 ) -> Result<(), Error> {
-    let finalizer = super::Names::new(&d.name).guard_finalizer;
-    if super::has_finalizer(dep, &finalizer) {
+    let finalizer = crate::reconcile::Names::new(&d.name).guard_finalizer;
+    if crate::reconcile::has_finalizer(dep, &finalizer) {
         return Ok(());
     }
     ops.guard(kind, dep).await
@@ -264,30 +244,48 @@ fn secret_data(data: &Value) -> BTreeMap<String, Vec<u8>> {
         .unwrap_or_default()
 }
 
-/// Server-side applies `finalizers` to `dep` as the guard manager (the uid a precondition).
-pub async fn apply_guard(
-    client: &Client,
-    resource: &ApiResource,
-    manager: &str,
-    dep: &DynamicObject,
-    finalizers: Value,
-) -> Result<(), Error> {
-    let name = dep.name_any();
-    let api =
-        Api::<DynamicObject>::namespaced_with(client.clone(), &dep.stored_namespace(), resource);
-    let body = json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": {"name": name, "uid": dep.uid(), "finalizers": finalizers},
-    });
-    let params = PatchParams::apply(manager).force();
-    api.patch(&name, &params, &Patch::Apply(&body))
-        .await
-        .map(drop)
-        .map_err(|source| Error::Kube {
-            action: "apply finalizer to",
-            kind: resource.kind.clone(),
-            name,
-            source,
-        })
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The credentials Secret as a listing gives it (no `kind`, no finalizer).
+    fn listed_secret() -> DynamicObject {
+        serde_json::from_value(json!({
+            "metadata": {"name": "pdns", "namespace": "ns", "uid": "s1", "resourceVersion": "1"},
+            "data": {"apiKey": "a2V5"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_secrets_fingerprint_is_its_data_whether_or_not_the_object_names_its_kind() {
+        let listed = listed_secret();
+        let mut watched = listed.clone();
+        watched.types = Some(kube::api::TypeMeta {
+            api_version: "v1".into(),
+            kind: SECRET.into(),
+        });
+        assert_eq!(
+            input_fingerprint(SECRET, &listed),
+            input_fingerprint(SECRET, &watched)
+        );
+    }
+
+    #[test]
+    fn the_hosts_guard_finalizer_on_a_secret_is_no_change_but_its_data_is() {
+        let listed = listed_secret();
+        let mut guarded = listed.clone();
+        guarded.metadata.finalizers = Some(vec!["orchard.dev/pdns-zone-guard".into()]);
+        guarded.metadata.resource_version = Some("2".into());
+        assert_eq!(
+            input_fingerprint(SECRET, &listed),
+            input_fingerprint(SECRET, &guarded)
+        );
+        let mut rotated = guarded.clone();
+        rotated.data["data"]["apiKey"] = json!("bmV3");
+        assert_ne!(
+            input_fingerprint(SECRET, &guarded),
+            input_fingerprint(SECRET, &rotated)
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! One pass over one object, as an ordered list of named phases. The two flows are in
-//! [`super::normal`] (create / update) and [`super::delete`]; this module runs them:
+//! [`normal`] (create / update) and [`delete`]; this module runs them:
 //!
 //! 1. `decode_envelope` — the spec envelope, once; a malformed one is `InvalidConfiguration`;
 //! 2. `hold_if_paused` — an object annotated [`PAUSED`] gets no external call at all (not
@@ -18,8 +18,26 @@
 //!    sees the pass's conditions sees the object as the pass leaves it;
 //! 8. `next_action` — backoff, poll, resync or wait for a watch event.
 //!
-//! Writes never wake the controller for another pass ([`super::triggers`]): what comes next
-//! is decided here alone.
+//! Writes never wake the controller for another pass ([`super::machinery::triggers`]): what
+//! comes next is decided here alone.
+//!
+//! The flow uses the seam below it ([`super::ops`]) and the [`super::machinery`] that drives
+//! and serves it; nothing there imports the flow. Its modules, dependencies pointing down the
+//! list:
+//! - [`normal`] and [`delete`]: the two flows, each an ordered list of named phases;
+//! - [`deps`]: dependencies and credentials, resolved from the caches;
+//! - [`status`]: conditions and the status body;
+//! - [`envelope`]: the spec envelope, decoded once per pass;
+//! - [`answer`]: the plugin's answer to one call, as the flows use it;
+//! - [`trace`]: a test instrument, each pass's begin and end appended to a file.
+
+pub mod answer;
+pub mod delete;
+pub mod deps;
+pub mod envelope;
+pub mod normal;
+pub mod status;
+pub mod trace;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +49,12 @@ use rand::Rng;
 use tracing::Instrument;
 
 use super::annotations::{CREATE_PENDING, PAUSED, RECONCILE_NOW};
-use super::envelope::{self, Envelope};
 use super::ops::{Note, SecretWrite};
-use super::status::{self, OwnWritten, Pass, StatusId};
-use super::{Context, Error, PassRecord, deps, has_finalizer};
+use super::{Context, Error, PassRecord, has_finalizer};
 use crate::actuator::{Failure, Progress};
 use crate::reconcile::StoredMeta;
+use envelope::Envelope;
+use status::{OwnWritten, Pass, StatusId};
 
 /// Delay before refetching a resource a reconciler changed.
 const REFRESH: Duration = Duration::from_millis(50);
@@ -53,7 +71,7 @@ pub enum Next {
 /// The entry point the controller's workers call for every object of the kind: one pass,
 /// with its metrics, trace and span. The pass's future is large (every phase's state); a
 /// worker makes one at a time, and a waiting object is only a key in the queue
-/// ([`super::queue`]).
+/// ([`super::machinery::queue`]).
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Next, Error> {
     // A root: each pass is a trace of its own (ops::traces), not a child of the controller.
     let span = tracing::info_span!(
@@ -254,8 +272,8 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
 
     let pass = match &envelope {
         Err(e) => Ok(Pass::failed(Failure::InvalidConfiguration(e.to_string()))),
-        Ok(envelope) if deleting => super::delete::run(obj, ctx, envelope).await,
-        Ok(envelope) => super::normal::run(obj, ctx, envelope).await,
+        Ok(envelope) if deleting => delete::run(obj, ctx, envelope).await,
+        Ok(envelope) => normal::run(obj, ctx, envelope).await,
     };
     // A refusal of the host's RBAC goes into the object's status (saying which verb on which
     // resource), so that it is seen where the user looks, and is retried with backoff.
@@ -506,7 +524,7 @@ async fn clear_marker(obj: &DynamicObject, ctx: &Context, pass: &Pass) -> Result
         && (pass.own_written == OwnWritten::FinalizerAndMarker
             || obj.annotations().contains_key(CREATE_PENDING))
     {
-        super::normal::clear_create_pending(obj, ctx).await?;
+        normal::clear_create_pending(obj, ctx).await?;
     }
     Ok(())
 }

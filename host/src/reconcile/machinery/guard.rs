@@ -6,19 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{Change, KindCache};
-use super::dependents::DependentsIndex;
-use super::deps::{apply_guard, references};
+use super::dependents::{DependentsIndex, references};
 use super::queue::{Key, WorkQueue};
-use super::{Error, Names, has_finalizer};
 use crate::actuator::Description;
-use crate::reconcile::StoredMeta;
+use crate::reconcile::{Error, Names, StoredMeta, has_finalizer};
 
 /// What the guard of one dependency kind needs.
 pub struct Guard {
@@ -162,4 +160,32 @@ async fn release(dep: &DynamicObject, g: &Guard) -> Result<Option<Duration>, Err
     )
     .await?;
     Ok(None)
+}
+
+/// Server-side applies `finalizers` to `dep` as the guard manager (the uid a precondition).
+pub async fn apply_guard(
+    client: &Client,
+    resource: &ApiResource,
+    manager: &str,
+    dep: &DynamicObject,
+    finalizers: Value,
+) -> Result<(), Error> {
+    let name = dep.name_any();
+    let api =
+        Api::<DynamicObject>::namespaced_with(client.clone(), &dep.stored_namespace(), resource);
+    let body = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": name, "uid": dep.uid(), "finalizers": finalizers},
+    });
+    let params = PatchParams::apply(manager).force();
+    api.patch(&name, &params, &Patch::Apply(&body))
+        .await
+        .map(drop)
+        .map_err(|source| Error::Kube {
+            action: "apply finalizer to",
+            kind: resource.kind.clone(),
+            name,
+            source,
+        })
 }

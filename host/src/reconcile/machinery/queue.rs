@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::StoredMeta;
+use crate::reconcile::StoredMeta;
 
 /// Which object: namespace and name (what the cache looks it up by).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -18,9 +18,32 @@ use std::sync::{Mutex, MutexGuard};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::deps::references;
 use super::queue::Key;
 use crate::actuator::Description;
+
+/// The kind name under which the credentials Secret is tracked.
+pub const SECRET: &str = "Secret";
+
+/// The name an object's spec gives for each dependency kind: `(kind, name)` pairs.
+pub fn references(d: &Description, obj: &DynamicObject) -> Vec<(String, String)> {
+    let spec = &obj.data["spec"];
+    let mut refs: Vec<(String, String)> = d
+        .dependencies
+        .iter()
+        .filter_map(|decl| {
+            spec["resource"][&decl.field]
+                .as_str()
+                .map(|name| (decl.kind.clone(), name.to_owned()))
+        })
+        .collect();
+    if let Some(name) = spec["credentialsRef"]["secretName"]
+        .as_str()
+        .filter(|_| d.needs_credentials)
+    {
+        refs.push((SECRET.to_owned(), name.to_owned()));
+    }
+    refs
+}
 
 /// A dependency: kind, namespace, name.
 type Dependency = (String, String, String);

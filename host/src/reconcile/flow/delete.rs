@@ -4,7 +4,8 @@
 //! 2. `detach` — unmanaged or `onDelete: detach`: release, the resource stays;
 //! 3. `resolve_dependencies` for delete (a dependency that is gone does not block);
 //! 4. `locate_for_delete` — by status.id, else by adoption (an orphan of an interrupted
-//!    create); never a resource another live object holds ([`super::claims`]);
+//!    create); never a resource another live object holds
+//!    ([`crate::reconcile::machinery::claims`]);
 //! 5. `delete_external`, then poll until it is gone (not read back when the plugin's system
 //!    deletes synchronously);
 //! 6. `release` — our finalizer goes; nothing else is written.
@@ -17,10 +18,10 @@ use kube::api::DynamicObject;
 use super::answer::{answer, call_failure};
 use super::deps::{self, Purpose};
 use super::envelope::Envelope;
-use super::ops::{Note, OwnMetadata};
 use super::status::Pass;
-use super::{Context, Error, has_finalizer};
 use crate::actuator::{Actuator, ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
+use crate::reconcile::ops::{Note, OwnMetadata};
+use crate::reconcile::{Context, Error, has_finalizer};
 
 /// How often a deletion is polled until the resource is gone.
 pub const DELETE_POLL: Duration = Duration::from_secs(1);

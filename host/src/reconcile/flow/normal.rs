@@ -4,8 +4,8 @@
 //!    finalizers at the last moment);
 //! 2. `locate` — status.id, import.id, import.filter, adoption, else create (a plugin whose
 //!    system refuses duplicates creates first and looks for adoption only when the create
-//!    fails). Every id a pass takes is claimed first ([`super::claims`]): an id another live
-//!    object holds is refused;
+//!    fails). Every id a pass takes is claimed first
+//!    ([`crate::reconcile::machinery::claims`]): an id another live object holds is refused;
 //! 3. `ensure_finalizer` — our finalizer before anything can change the external system or
 //!    an id is recorded; before the create of a plugin that cannot adopt it goes in the same
 //!    write as the create-pending marker (one that can adopt needs no marker: adoption runs
@@ -22,15 +22,15 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::annotations::CREATE_PENDING;
 use super::answer::{answer, call_failure};
-use super::claims::Holder;
 use super::deps::{self, Purpose};
 use super::envelope::{Envelope, Import};
-use super::ops::{Note, OwnMetadata};
 use super::status::{OwnWritten, Pass, StatusId};
-use super::{Context, Error, has_finalizer};
 use crate::actuator::{Actuator, ExternalResource, Failure, ManagedObject, Progress, WaitEvent};
+use crate::reconcile::annotations::CREATE_PENDING;
+use crate::reconcile::machinery::claims::Holder;
+use crate::reconcile::ops::{Note, OwnMetadata};
+use crate::reconcile::{Context, Error, has_finalizer};
 
 /// How often an import filter with no match is polled.
 pub const IMPORT_POLL: Duration = Duration::from_secs(5);

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::annotations::CREATE_PENDING;
 use crate::reconcile::StoredMeta;
+use crate::reconcile::annotations::CREATE_PENDING;
 
 /// What of an object can start a pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
