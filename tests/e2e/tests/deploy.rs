@@ -100,7 +100,9 @@ async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants(
         deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"],
         65532
     );
-    assert!(args_of(container)?.contains(&"--leader-elect"));
+    let args = args_of(container)?;
+    assert!(args.contains(&"--leader-elect"), "{args:?}");
+    assert!(args.contains(&"--runtime-workers=auto"), "{args:?}");
     // The ServiceMonitor's CRD is not in a bare apiserver: dry-run the rest.
     let applicable: Vec<Value> = manifests
         .iter()
