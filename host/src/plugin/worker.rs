@@ -6,7 +6,8 @@
 //!   `spec.source.verification` is set, whose cosign signature verified with that key;
 //! - a new digest (or new limits) MUST replace the served version without dropping a reconcile
 //!   in flight (the [`ActuatorSlot`] swaps; the kind's controller keeps running) — unless the
-//!   kind, the plugin's name or its dependencies change, which restarts that controller;
+//!   kind, the plugin's name, its dependencies or its shortcuts change, which restarts that
+//!   controller;
 //! - a version that fails (pull, digest, signature, compile, describe, CRD) MUST leave the
 //!   previous good version serving, and say why in `Ready=False`;
 //! - deleting a Plugin MUST stop its controller and leave its objects, their finalizers and the
@@ -54,6 +55,9 @@ struct Serving {
 }
 
 /// The controller-level identity of a description: a change restarts the kind's controller.
+/// The shortcuts are in it: the flows read them from the controller's description, and a
+/// version that drops one (its system no longer refuses duplicates) must not be served by
+/// the flow that skips the lookup.
 fn controller_shape(d: &Description, spec: &PluginSpec) -> Value {
     json!([
         d.name,
@@ -62,6 +66,8 @@ fn controller_shape(d: &Description, spec: &PluginSpec) -> Value {
         d.kind,
         d.plural,
         d.needs_credentials,
+        d.shortcuts.create_refuses_duplicates,
+        d.shortcuts.delete_is_synchronous,
         d.dependencies
             .iter()
             .map(|dep| json!([
@@ -458,6 +464,49 @@ mod tests {
         let err = sandbox(&spec, &defaults).map(drop).unwrap_err();
         assert_eq!(err.reason(), "InvalidSpec");
         assert!(err.to_string().starts_with("spec.allowedHosts: "), "{err}");
+    }
+
+    #[test]
+    fn a_version_that_changes_its_shortcuts_restarts_the_kinds_controller_and_a_new_schema_does_not()
+     {
+        let spec = PluginSpec::default();
+        let d = Description {
+            name: "p".into(),
+            group: "p.dev".into(),
+            version: "v1".into(),
+            kind: "Thing".into(),
+            plural: "things".into(),
+            resource_schema: json!({"type": "object"}),
+            filter_schema: None,
+            observed_schema: json!({"type": "object"}),
+            dependencies: vec![],
+            needs_credentials: false,
+            versions: vec![],
+            shortcuts: crate::actuator::Shortcuts {
+                create_refuses_duplicates: true,
+                delete_is_synchronous: true,
+            },
+        };
+        let wider_schema = Description {
+            resource_schema: json!({"type": "object", "properties": {"ttl": {"type": "integer"}}}),
+            ..d.clone()
+        };
+        assert_eq!(
+            controller_shape(&d, &spec),
+            controller_shape(&wider_schema, &spec),
+            "swapped in place"
+        );
+        let upsert = Description {
+            shortcuts: crate::actuator::Shortcuts {
+                create_refuses_duplicates: false,
+                ..d.shortcuts
+            },
+            ..d.clone()
+        };
+        assert_ne!(
+            controller_shape(&d, &spec),
+            controller_shape(&upsert, &spec)
+        );
     }
 
     #[test]
