@@ -254,6 +254,13 @@ func (TsigKey) ListForImport(obj *orchard.Object[Spec], f Filter) ([]orchard.Res
 	return out, nil
 }
 
+// Shortcuts: PowerDNS refuses (409) a TSIG key name that exists, changing nothing, and a key
+// is gone once its DELETE answered: the host skips the lookup before a create and the read
+// after a delete (docs/concepts.md "Shortcuts").
+func (TsigKey) Shortcuts() orchard.Shortcuts {
+	return orchard.Shortcuts{CreateRefusesDuplicates: true, DeleteIsSynchronous: true}
+}
+
 func (TsigKey) Create(obj *orchard.Object[Spec]) (*orchard.Resource[State], error) {
 	spec, err := obj.RequireSpec()
 	if err != nil {

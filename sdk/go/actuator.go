@@ -115,6 +115,9 @@ type Raw interface {
 	// InvalidConfiguration failure naming it; an actuator without Versioned refuses
 	// (Unrecoverable: it serves one version).
 	Convert(obj Convertible, from, to string) (Convertible, *Failure)
+	// Shortcuts is what the actuator declares when it implements ShortcutDeclarer; none
+	// otherwise.
+	Shortcuts() Shortcuts
 }
 
 // RawDescription is a Description with its schemas as JSON text.
@@ -395,6 +398,8 @@ func (r raw[S, F, T]) Observed(rr *RawResource) (out string) {
 }
 
 func (r raw[S, F, T]) Versions() ([]RawAPIVersion, error) { return rawVersions(r.a) }
+
+func (r raw[S, F, T]) Shortcuts() Shortcuts { return shortcutsOf(r.a) }
 
 func (r raw[S, F, T]) Convert(obj Convertible, from, to string) (Convertible, *Failure) {
 	return rawConvert(r.a, obj, from, to)

@@ -51,8 +51,9 @@ printf '{"Replace":{"%s":"%s"}}\n' "$SDK/built_description_wasip1.go" "$work/bui
 # -checklinkname=0: the wit runtime links to runtime.sbrk.
 (cd "$plugin" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -overlay="$work/overlay.json" \
   -ldflags="-s -w -checklinkname=0" -o "$work/core.wasm" .)
-# The world versioned-actuator-plugin: every Go component exports conversion (WIT 0.1.2).
-"$WASM_TOOLS" component embed --world versioned-actuator-plugin "$SDK/../../wit" "$work/core.wasm" -o "$work/embed.wasm"
+# The world shortcut-actuator-plugin: every Go component exports conversion (WIT 0.1.2) and
+# orchard:shortcuts (0.1.0).
+"$WASM_TOOLS" component embed --world shortcut-actuator-plugin "$SDK/../../wit" "$work/core.wasm" -o "$work/embed.wasm"
 mkdir -p "$(dirname "$out")"
 "$WASM_TOOLS" component new "$work/embed.wasm" --adapt "wasi_snapshot_preview1=$WASI_ADAPTER" -o "$out.tmp"
 "$WASM_TOOLS" validate "$out.tmp"

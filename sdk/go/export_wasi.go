@@ -10,9 +10,11 @@ import (
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	exp "orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_actuator"
 	expc "orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_conversion"
+	exps "orchard.dev/sdk/internal/wit/exports/export_orchard_shortcuts_shortcuts"
 	_ "orchard.dev/sdk/internal/wit/exports/wit_exports" // the //go:wasmexport functions
 	wc "orchard.dev/sdk/internal/wit/imports/orchard_actuator_conversion"
 	wt "orchard.dev/sdk/internal/wit/imports/orchard_actuator_types"
+	ws "orchard.dev/sdk/internal/wit/imports/orchard_shortcuts_shortcuts"
 )
 
 // Export registers the actuator the component exports. Call it once, from an init function
@@ -21,10 +23,24 @@ import (
 //	func init() { orchard.Export[Spec, Filter, State](MyActuator{}) }
 //
 // The component exports the interface conversion too: the actuator's versions when it
-// implements Versioned, else none (the kind has one version).
+// implements Versioned, else none (the kind has one version); and orchard:shortcuts: what it
+// declares when it implements ShortcutDeclarer, else none (the generic flow).
 func Export[S, F, T any](a Actuator[S, F, T]) {
 	e := exporter{NewRaw[S, F, T](a)}
-	exp.Impl, expc.Impl = e, e
+	exp.Impl, expc.Impl, exps.Impl = e, e, e
+}
+
+// Shortcuts is the declared Shortcuts as the interface's flags.
+func (e exporter) Shortcuts() ws.Shortcut {
+	declared := e.r.Shortcuts()
+	var flags ws.Shortcut
+	if declared.CreateRefusesDuplicates {
+		flags |= ws.Shortcut_CreateRefusesDuplicates
+	}
+	if declared.DeleteIsSynchronous {
+		flags |= ws.Shortcut_DeleteIsSynchronous
+	}
+	return flags
 }
 
 // exporter converts between the generated bindings and Raw.

@@ -341,15 +341,22 @@ async fn pdns_tsig_in_c_keeps_every_rule() -> anyhow::Result<()> {
 async fn pdns_tsig_in_go_with_a_generated_client_keeps_every_rule() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let name = format!("conf-{}", unique_suffix());
-    Conformance::pdns(
+    let run = Conformance::pdns(
         &env,
         "pdns-tsig-go",
         "GoTsigKey",
         &json!({"name": name, "algorithm": "hmac-sha256"}),
     )
     .filter(json!({"name": name, "algorithm": "hmac-sha256"}))
-    .run()?
-    .assert_all_pass();
+    .run()?;
+    run.assert_all_pass();
+    // The Go SDK's orchard.ShortcutDeclarer: pdns-tsig-go declares both, checked on PowerDNS.
+    assert!(
+        run.evidence("delete")
+            .contains("right after the delete (delete-is-synchronous)"),
+        "{}",
+        run.evidence("delete")
+    );
     Ok(())
 }
 

@@ -18,6 +18,7 @@ import (
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	"orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_actuator"
 	"orchard.dev/sdk/internal/wit/exports/export_orchard_actuator_conversion"
+	"orchard.dev/sdk/internal/wit/exports/export_orchard_shortcuts_shortcuts"
 	"orchard.dev/sdk/internal/wit/imports/orchard_actuator_conversion"
 	"orchard.dev/sdk/internal/wit/imports/orchard_actuator_types"
 	"runtime"
@@ -27,6 +28,14 @@ import (
 var staticPinner = runtime.Pinner{}
 var exportReturnArea = uintptr(witRuntime.Allocate(&staticPinner, (20 * 4), 4))
 var syncExportPinner = runtime.Pinner{}
+
+//go:wasmexport orchard:shortcuts/shortcuts@0.1.0#shortcuts
+func wasm_export_orchard_shortcuts_shortcuts_shortcuts() int32 {
+
+	result := export_orchard_shortcuts_shortcuts.Shortcuts()
+	return int32(result)
+
+}
 
 //go:wasmexport orchard:actuator/conversion@0.1.2#versions
 func wasm_export_orchard_actuator_conversion_versions() uintptr {
