@@ -295,5 +295,9 @@ static const orc_actuator tsig = {
     .reconcilers = reconcilers,
     .run_reconciler = run_reconciler,
     .observed = observed,
+    // PowerDNS refuses (409) a TSIG key name that exists, changing nothing, and a key is gone
+    // once its DELETE answered: the host skips the lookup before a create and the read after
+    // a delete (docs/concepts.md "Shortcuts").
+    .shortcuts = {.create_refuses_duplicates = true, .delete_is_synchronous = true},
 };
 ORCHARD_EXPORT(tsig);

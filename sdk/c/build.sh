@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds a C plugin folder (every *.c in it) into an Orchard component:
 #   sdk/c/build.sh <plugin-dir> <out.wasm>
-# The C bindings of wit/ (world versioned-actuator-plugin: the actuator and the optional
-# conversion export, which answers "one version" unless the plugin lists versions) are generated
+# The C bindings of wit/ (world shortcut-actuator-plugin: the actuator and the optional
+# conversion export, which answers "one version" unless the plugin lists versions, and the
+# orchard:shortcuts export, which declares none unless the plugin sets them) are generated
 # at build time by the pinned wit-bindgen into a cache folder keyed by the WIT's digest; the SDK
 # (sdk/c/*.c) is compiled with the plugin.
 #
@@ -25,8 +26,8 @@ sources=("$plugin"/*.c)
 [ ${#sources[@]} -gt 0 ] || die "no .c files in $plugin"
 
 wit=$SDK/../../wit
-world=versioned-actuator-plugin
-bindings=${world//-/_} # versioned_actuator_plugin.c, .h, _component_type.o
+world=shortcut-actuator-plugin
+bindings=${world//-/_} # shortcut_actuator_plugin.c, .h, _component_type.o
 digest=$( (echo "$WIT_BINDGEN_VERSION $world"; find "$wit" -name '*.wit' | sort | xargs cat) | sha256sum | cut -c1-16)
 gen=$GUEST_TOOLS/c-bindings/$digest
 if [ ! -f "$gen/$bindings.c" ]; then

@@ -276,6 +276,20 @@ typedef struct {
   bool needs_credentials;
 } orc_description;
 
+// -- shortcuts (orchard:shortcuts 0.1.0; optional) ---------------------------------------------
+
+typedef struct {
+  // The system refuses to create a resource whose identifying fields (those list_for_adoption
+  // matches on) an existing one has: create then answers a failure and changes nothing. The
+  // host skips list_for_adoption before a create and calls it only after a create that
+  // failed; list_for_adoption MUST apply (*applies = true) to every object the plugin can
+  // create. (PowerDNS answers 409 Conflict for a TSIG key name that exists.)
+  bool create_refuses_duplicates;
+  // A delete_ that answers done has removed the resource (get_by_id finds nothing from then
+  // on): the host releases the object without reading it back.
+  bool delete_is_synchronous;
+} orc_shortcuts;
+
 // -- several API versions (orchard:actuator/conversion, WIT 0.1.2; optional) -------------------
 //
 // A kind whose shape changes (a field renamed, a string that becomes a list) keeps its old API
@@ -361,6 +375,12 @@ typedef struct {
   // Documents that are not JSON never reach it: the SDK answers InvalidConfiguration naming the
   // field. Numbers are doubles (orc_json): integers above 2^53 do not survive a round trip.
   orc_failure *(*convert)(orc_convertible *obj, const char *from, const char *to);
+
+  // What the external system guarantees (orchard:shortcuts, docs/concepts.md "Shortcuts"), so
+  // that the host skips calls its generic flow makes to stay leak-safe on any system. Left
+  // zero: none, the generic flow. Declare only what the system's API documents; the
+  // conformance kit checks both.
+  orc_shortcuts shortcuts;
 } orc_actuator;
 
 // The version table in one line, inside the initializer of a file-scope orc_actuator (as

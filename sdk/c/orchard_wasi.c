@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "versioned_actuator_plugin.h"
+#include "shortcut_actuator_plugin.h"
 #include "orchard.h"
 
-typedef versioned_actuator_plugin_string_t wstr;
+typedef shortcut_actuator_plugin_string_t wstr;
 typedef orchard_actuator_types_managed_object_t wobject;
 typedef orchard_actuator_types_external_resource_t wresource;
 typedef orchard_actuator_types_status_t wstatus;
@@ -54,7 +54,7 @@ void orc_log(orc_log_level level, const char *fmt, ...) {
 
 void orc__send_detail(const char *key, const uint8_t *value, size_t len) {
   wstr k = {(uint8_t *)key, strlen(key)};
-  versioned_actuator_plugin_list_u8_t v = {(uint8_t *)value, len};
+  shortcut_actuator_plugin_list_u8_t v = {(uint8_t *)value, len};
   orchard_actuator_report_connection_detail(&k, &v);
 }
 
@@ -88,7 +88,7 @@ static const char *keep(object_in *in, char *s) {
   return s;
 }
 
-static orc_label *labels_in(object_in *in, const versioned_actuator_plugin_list_tuple2_string_string_t *l) {
+static orc_label *labels_in(object_in *in, const shortcut_actuator_plugin_list_tuple2_string_string_t *l) {
   orc_label *out = calloc(l->len + 1, sizeof *out);
   if (!out) abort();
   for (size_t i = 0; i < l->len; i++)
@@ -135,7 +135,7 @@ static void object_open(object_in *in, wobject *w) {
   in->creds = calloc(w->credentials.len + 1, sizeof *in->creds);
   if (!in->creds) abort();
   for (size_t i = 0; i < w->credentials.len; i++) {
-    versioned_actuator_plugin_tuple2_string_list_u8_t *c = &w->credentials.ptr[i];
+    shortcut_actuator_plugin_tuple2_string_list_u8_t *c = &w->credentials.ptr[i];
     uint8_t *value = malloc(c->f1.len + 1);
     if (!value) abort();
     memcpy(value, c->f1.ptr, c->f1.len);
@@ -305,7 +305,7 @@ bool exports_orchard_actuator_actuator_get_by_id(wobject *obj, wstr *id, exports
   object_in in;
   object_open(&in, obj);
   char *key = cstr(id);
-  versioned_actuator_plugin_string_free(id);
+  shortcut_actuator_plugin_string_free(id);
   orc_resource_out *found = NULL;
   orc_failure *f = in.failure;
   in.failure = NULL;
@@ -358,7 +358,7 @@ bool exports_orchard_actuator_actuator_list_for_import(wobject *obj, wstr *filte
   object_open(&in, obj);
   char *error = NULL;
   orc_json *parsed = orc_json_parse((const char *)filter->ptr, filter->len, &error);
-  versioned_actuator_plugin_string_free(filter);
+  shortcut_actuator_plugin_string_free(filter);
   orc_resources list = {0};
   orc_failure *f = in.failure;
   in.failure = NULL;
@@ -434,7 +434,7 @@ static orc_status run_named(const orc_object *o, const orc_resource *r, void *ct
 
 void exports_orchard_actuator_actuator_run_reconciler(wstr *name, wobject *obj, wresource *res, wstatus *ret) {
   char *n = cstr(name);
-  versioned_actuator_plugin_string_free(name);
+  shortcut_actuator_plugin_string_free(name);
   *ret = status_out(step(obj, res, run_named, n));
   free(n);
 }
@@ -450,7 +450,7 @@ static orc_status run_reconcilers(const orc_object *o, const orc_resource *r, vo
   return f ? orc_failed(f) : orc_done();
 }
 
-bool exports_orchard_actuator_actuator_reconcilers(wobject *obj, wresource *res, versioned_actuator_plugin_list_string_t *ret, wfailure *err) {
+bool exports_orchard_actuator_actuator_reconcilers(wobject *obj, wresource *res, shortcut_actuator_plugin_list_string_t *ret, wfailure *err) {
   outputs out = {0};
   orc_status s = step(obj, res, run_reconcilers, &out);
   if (s.failure) {
@@ -534,8 +534,8 @@ static wdoc doc_out(orc_json *v) {
 
 bool exports_orchard_actuator_conversion_convert(wconvertible *obj, wstr *from, wstr *to, wconvertible *ret, wfailure *err) {
   char *f_name = cstr(from), *t_name = cstr(to);
-  versioned_actuator_plugin_string_free(from);
-  versioned_actuator_plugin_string_free(to);
+  shortcut_actuator_plugin_string_free(from);
+  shortcut_actuator_plugin_string_free(to);
   // Borrowed views of the arguments, copied by the parse; the arguments are freed before the
   // plugin runs.
   wdoc *docs[3] = {&obj->resource, &obj->filter, &obj->observed};
@@ -674,7 +674,7 @@ orc_failure *orc_http_send(const orc_request *req, orc_response *out) {
     }
     for (size_t i = 0; i < req->body_len; i += ORC_WRITE_CHUNK) {
       size_t len = req->body_len - i < ORC_WRITE_CHUNK ? req->body_len - i : ORC_WRITE_CHUNK;
-      versioned_actuator_plugin_list_u8_t chunk = {(uint8_t *)req->body + i, len};
+      shortcut_actuator_plugin_list_u8_t chunk = {(uint8_t *)req->body + i, len};
       wasi_io_streams_stream_error_t serr;
       if (!wasi_io_streams_method_output_stream_blocking_write_and_flush(wasi_io_streams_borrow_output_stream(stream), &chunk, &serr)) {
         wasi_io_streams_output_stream_drop_own(stream);
@@ -719,7 +719,7 @@ orc_failure *orc_http_send(const orc_request *req, orc_response *out) {
   orc_str_builder b = {0};
   orc_failure *f = NULL;
   for (;;) {
-    versioned_actuator_plugin_list_u8_t chunk;
+    shortcut_actuator_plugin_list_u8_t chunk;
     wasi_io_streams_stream_error_t serr;
     if (!wasi_io_streams_method_input_stream_blocking_read(wasi_io_streams_borrow_input_stream(in), ORC_READ_CHUNK, &chunk, &serr)) {
       if (serr.tag != WASI_IO_STREAMS_STREAM_ERROR_CLOSED) {
@@ -729,12 +729,12 @@ orc_failure *orc_http_send(const orc_request *req, orc_response *out) {
       break;
     }
     if (b.len + chunk.len > ORC_MAX_RESPONSE_BODY) {
-      versioned_actuator_plugin_list_u8_free(&chunk);
+      shortcut_actuator_plugin_list_u8_free(&chunk);
       f = orc_transient("%s %s: response body larger than %u bytes", req->method, url, ORC_MAX_RESPONSE_BODY);
       break;
     }
     orc_sb_append(&b, (const char *)chunk.ptr, chunk.len);
-    versioned_actuator_plugin_list_u8_free(&chunk);
+    shortcut_actuator_plugin_list_u8_free(&chunk);
   }
   wasi_io_streams_input_stream_drop_own(in);
   wasi_http_types_future_trailers_drop_own(wasi_http_types_static_incoming_body_finish(incoming));
@@ -746,4 +746,16 @@ orc_failure *orc_http_send(const orc_request *req, orc_response *out) {
   out->body_len = b.len;
   out->body = orc_sb_finish(&b);
   return NULL;
+}
+
+// -- orchard:shortcuts (0.1.0) ----------------------------------------------------------------
+
+exports_orchard_shortcuts_shortcuts_shortcut_t exports_orchard_shortcuts_shortcuts_shortcuts(void) {
+  const orc_actuator *a = actuator();
+  exports_orchard_shortcuts_shortcuts_shortcut_t flags = 0;
+  if (a->shortcuts.create_refuses_duplicates)
+    flags |= EXPORTS_ORCHARD_SHORTCUTS_SHORTCUTS_SHORTCUT_CREATE_REFUSES_DUPLICATES;
+  if (a->shortcuts.delete_is_synchronous)
+    flags |= EXPORTS_ORCHARD_SHORTCUTS_SHORTCUTS_SHORTCUT_DELETE_IS_SYNCHRONOUS;
+  return flags;
 }

@@ -324,15 +324,22 @@ async fn pdns_record_with_its_zone_dependency_keeps_every_rule() -> anyhow::Resu
 async fn pdns_tsig_in_c_keeps_every_rule() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let name = format!("conf-{}", unique_suffix());
-    Conformance::pdns(
+    let run = Conformance::pdns(
         &env,
         "pdns-tsig",
         "TsigKey",
         &json!({"name": name, "algorithm": "hmac-sha256"}),
     )
     .filter(json!({"name": name, "algorithm": "hmac-sha256"}))
-    .run()?
-    .assert_all_pass();
+    .run()?;
+    run.assert_all_pass();
+    // The C SDK's orc_actuator.shortcuts: pdns-tsig declares both, checked on PowerDNS.
+    assert!(
+        run.evidence("delete")
+            .contains("right after the delete (delete-is-synchronous)"),
+        "{}",
+        run.evidence("delete")
+    );
     Ok(())
 }
 
