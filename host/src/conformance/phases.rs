@@ -18,7 +18,7 @@ use super::wait::{
 use crate::actuator::contract::{Boundary, RawDescription};
 use crate::actuator::{
     Actuator, CallError, Convertible, Description, ExternalResource, Failure, ManagedObject,
-    Progress, Status,
+    Progress, Shortcuts, Status,
 };
 
 /// Longest JSON shown in one line of evidence.
@@ -210,10 +210,9 @@ impl<'a> Kit<'a> {
         self.description.as_ref()
     }
 
-    /// Whether the plugin declares `delete-is-synchronous` (`orchard:shortcuts`).
-    fn deletes_synchronously(&self) -> bool {
-        self.description()
-            .is_some_and(|d| d.shortcuts.delete_is_synchronous)
+    /// What the plugin declares of `orchard:shortcuts` (none before `describe` answered).
+    fn shortcuts(&self) -> Shortcuts {
+        self.description().map(|d| d.shortcuts).unwrap_or_default()
     }
 
     /// The sample with the created id in `status.id`, as the host calls after it wrote it.
@@ -563,9 +562,7 @@ impl<'a> Kit<'a> {
 
     async fn create_not_repeated(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
-        let refuses_duplicates = self
-            .description()
-            .is_some_and(|d| d.shortcuts.create_refuses_duplicates);
+        let refuses_duplicates = self.shortcuts().create_refuses_duplicates;
         match self.actuator.create(&self.sample).await {
             Ok(Ok(again)) if again.id == res.id && refuses_duplicates => {
                 return ev.fail(format!(
@@ -1091,7 +1088,7 @@ impl<'a> Kit<'a> {
             Ok(s) if s.failure.is_some() => {
                 return ev.fail(format!("delete {} answered {}", res.id, status(&s)));
             }
-            Ok(s) if !s.progress.is_empty() && self.deletes_synchronously() => {
+            Ok(s) if !s.progress.is_empty() && self.shortcuts().delete_is_synchronous => {
                 return ev.fail(format!(
                     "delete {} answered {}: the plugin declares delete-is-synchronous (orchard:shortcuts), so a delete answers done or a failure",
                     res.id,
@@ -1101,7 +1098,7 @@ impl<'a> Kit<'a> {
             Ok(s) => ev.note(format!("delete {} answered {}", res.id, status(&s))),
             Err(e) => return ev.fail(format!("delete {}: {}", res.id, call(&e))),
         }
-        if self.deletes_synchronously() {
+        if self.shortcuts().delete_is_synchronous {
             // Read once, at once: the host releases the object without reading it back.
             return match self.actuator.get_by_id(&obj, &res.id).await {
                 Ok(Ok(None)) => {

@@ -21,7 +21,7 @@ use super::ops::{Note, ObjectOps, OwnMetadata};
 use super::{Context, Error, Settings, StoredMeta};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Description, ExternalResource, Failure,
-    ManagedObject, Shortcuts, Status,
+    ManagedObject, Progress, Shortcuts, Status, WaitEvent,
 };
 
 const FINALIZER: &str = "orchard.dev/fake";
@@ -41,6 +41,8 @@ enum CreateMode {
     Traps,
     /// Creates, but answers with this id (e.g. an existing resource's).
     AnswersId(String),
+    /// Answers a wait (created nothing, no failure).
+    Waits,
 }
 
 /// A plugin over an in-memory store of resources `id → state`; ids are `ext-<name>`, and
@@ -234,6 +236,14 @@ impl Actuator for System {
                 message: "unreachable".into(),
             }),
             CreateMode::AnswersId(other) => Ok(Ok(Self::res(&other, &json!({"name": name})))),
+            CreateMode::Waits => Ok(Err(Status {
+                progress: vec![Progress::WaitingOnExternal {
+                    event: WaitEvent::Creation,
+                    message: "quota exhausted".into(),
+                    poll_after: Duration::from_secs(5),
+                }],
+                failure: None,
+            })),
         }
     }
     async fn delete(&self, _: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
@@ -901,6 +911,74 @@ async fn a_refused_create_with_nothing_to_adopt_keeps_the_creates_own_failure() 
     let (_, reason, message) = condition(&w.object(), "Progressing");
     assert_eq!(reason, "InvalidConfiguration");
     assert!(message.contains("not a DNS name"), "{message}");
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=false)",
+            "status(id=null)",
+            "event InvalidConfiguration"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_create_that_several_resources_match_is_terminal_and_adopts_none() {
+    let w = World::with(
+        refusing_duplicates(System::creating(CreateMode::Fails(Failure::Transient(
+            "409".into(),
+        )))),
+        managed("a"),
+    );
+    w.system.put("ext-a", "a");
+    w.system.put("ext-a2", "a");
+    let (pass, next) = w.pass().await;
+    assert!(pass.failure.is_some());
+    assert_eq!(next, Next::Wait);
+    assert_eq!(w.system.calls(), ["create", "list-for-adoption"]);
+    let (_, reason, message) = condition(&w.object(), "Progressing");
+    assert_eq!(reason, "InvalidConfiguration");
+    assert!(message.contains("2 existing resources"), "{message}");
+    assert!(w.object().data["status"]["id"].is_null());
+    assert!(w.ctx.claims.is_empty(), "nothing claimed");
+}
+
+#[tokio::test]
+async fn a_refused_create_whose_lookup_fails_is_retried_with_the_lookups_failure() {
+    let w = World::with(
+        refusing_duplicates(System::creating(CreateMode::Fails(Failure::Transient(
+            "409".into(),
+        )))),
+        managed("a"),
+    );
+    w.system.failing.lock().unwrap().insert(
+        "list-for-adoption",
+        Some(Failure::Transient("list: 503".into())),
+    );
+    let (pass, next) = w.pass().await;
+    assert!(pass.failure.is_some());
+    assert!(matches!(next, Next::After(_)), "{next:?}");
+    assert_eq!(w.system.calls(), ["create", "list-for-adoption"]);
+    let (_, reason, message) = condition(&w.object(), "Progressing");
+    assert_eq!(reason, "TransientError");
+    assert!(message.contains("list: 503"), "{message}");
+    assert_eq!(metadata_writes(&kinds(&w.cluster.writes())), 1);
+}
+
+#[tokio::test]
+async fn a_create_that_waits_is_not_looked_for_even_when_duplicates_are_refused() {
+    let w = World::with(
+        refusing_duplicates(System::creating(CreateMode::Waits)),
+        managed("a"),
+    );
+    let (pass, next) = w.pass().await;
+    assert!(pass.failure.is_none(), "{pass:?}");
+    assert!(matches!(next, Next::After(_)), "{next:?}");
+    assert_eq!(w.system.calls(), ["create"]);
+    assert_eq!(
+        metadata_writes(&kinds(&w.cluster.writes())),
+        1,
+        "the finalizer only"
+    );
 }
 
 #[tokio::test]
@@ -1444,18 +1522,20 @@ async fn delete_removes_the_resource_then_releases_the_finalizer_only() {
     assert!(w.ctx.claims.is_empty());
 }
 
+/// A plugin whose external system deletes synchronously.
+fn deleting_synchronously(system: System) -> System {
+    System {
+        shortcuts: Shortcuts {
+            delete_is_synchronous: true,
+            ..Shortcuts::default()
+        },
+        ..system
+    }
+}
+
 #[tokio::test]
 async fn a_synchronous_delete_releases_without_reading_the_resource_back() {
-    let w = World::with(
-        System {
-            shortcuts: Shortcuts {
-                delete_is_synchronous: true,
-                ..Shortcuts::default()
-            },
-            ..System::default()
-        },
-        managed("a"),
-    );
+    let w = World::with(deleting_synchronously(System::default()), managed("a"));
     w.pass().await;
     w.cluster.writes();
     w.system.calls();
@@ -1472,17 +1552,10 @@ async fn a_synchronous_delete_releases_without_reading_the_resource_back() {
 
 #[tokio::test]
 async fn a_synchronous_delete_that_fails_keeps_the_finalizer() {
-    let w = World::with(
-        System {
-            shortcuts: Shortcuts {
-                delete_is_synchronous: true,
-                ..Shortcuts::default()
-            },
-            ..System::default()
-        },
-        managed("a"),
-    );
+    let w = World::with(deleting_synchronously(System::default()), managed("a"));
     w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
     w.system
         .failing
         .lock()
@@ -1493,6 +1566,13 @@ async fn a_synchronous_delete_that_fails_keeps_the_finalizer() {
     assert!(!pass.released);
     assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
     assert!(w.system.has("ext-a"));
+    assert_eq!(w.system.calls(), ["get-by-id", "delete"]);
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(
+        metadata_writes(&writes),
+        0,
+        "the finalizer stays: {writes:?}"
+    );
 }
 
 #[tokio::test]

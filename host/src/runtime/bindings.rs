@@ -25,31 +25,13 @@ pub use self::orchard::actuator::types as wit;
 /// The name of the optional `conversion` export.
 pub const CONVERSION_EXPORT: &str = "orchard:actuator/conversion@0.1.2";
 
-/// The `conversion` export alone: its imports and shared types are those above.
-pub mod versioned {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "orchard:actuator/versioned-actuator-plugin",
-        exports: { default: async },
-        with: {
-            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
-            "wasi:io": wasmtime_wasi::p2::bindings::io,
-            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
-            "orchard:actuator/types": super::orchard::actuator::types,
-            "orchard:actuator/log": super::orchard::actuator::log,
-            "orchard:actuator/report": super::orchard::actuator::report,
-        },
-        require_store_data_send: true,
-    });
-
-    pub use self::exports::orchard::actuator::conversion;
-}
-
 /// The name of the optional `shortcuts` export.
 pub const SHORTCUTS_EXPORT: &str = "orchard:shortcuts/shortcuts@0.1.0";
 
-/// The `shortcuts` export alone: its imports and shared types are those above.
-pub mod shortcut {
+/// The optional exports, `conversion` and `shortcuts`, from the world that has both
+/// (`shortcut-actuator-plugin` includes `versioned-actuator-plugin`): their imports and shared
+/// types are those above. Each is looked up on its own, so a component may have either.
+pub mod optional {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "orchard:actuator/shortcut-actuator-plugin",
@@ -65,5 +47,6 @@ pub mod shortcut {
         require_store_data_send: true,
     });
 
+    pub use self::exports::orchard::actuator::conversion;
     pub use self::exports::orchard::shortcuts::shortcuts;
 }

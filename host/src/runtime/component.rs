@@ -38,8 +38,7 @@ use serde_json::Value;
 use tracing::Instrument;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::shortcut::shortcuts;
-use super::bindings::versioned::conversion;
+use super::bindings::optional::{conversion, shortcuts};
 use super::bindings::{ActuatorPlugin, ActuatorPluginIndices, ActuatorPluginPre, wit};
 use super::egress::Egress;
 use super::engine;
@@ -95,6 +94,15 @@ impl ComponentActuator {
         Self {
             loaded: Arc::new(loaded),
             pass: None,
+            reports: Mutex::default(),
+        }
+    }
+
+    /// A view whose calls share one instance, made at its first call ([`Actuator::for_pass`]).
+    fn view(&self) -> Self {
+        Self {
+            loaded: Arc::clone(&self.loaded),
+            pass: Some(Mutex::new(None)),
             reports: Mutex::default(),
         }
     }
@@ -341,11 +349,7 @@ impl Actuator for ComponentActuator {
     }
 
     fn for_pass(&self) -> Option<Box<dyn Actuator>> {
-        Some(Box::new(Self {
-            loaded: Arc::clone(&self.loaded),
-            pass: Some(Mutex::new(None)),
-            reports: Mutex::default(),
-        }))
+        Some(Box::new(self.view()))
     }
 
     fn take_reports(&self) -> Reports {
@@ -356,8 +360,10 @@ impl Actuator for ComponentActuator {
         const F: &str = "describe";
         const V: &str = "versions";
         const S: &str = "shortcuts";
+        // The three pure calls share one instance (a pass's view), not one instance each.
+        let one = self.view();
         let b = self.boundary(F);
-        let description = self
+        let description = one
             .call(
                 F,
                 "",
@@ -393,7 +399,7 @@ impl Actuator for ComponentActuator {
             Vec::new()
         } else {
             let b = self.boundary(V);
-            self.call(
+            one.call(
                 V,
                 "",
                 async |_, o, s| match &o.conversion {
@@ -424,7 +430,7 @@ impl Actuator for ComponentActuator {
         let shortcuts = if self.loaded.shortcuts.is_none() {
             Shortcuts::default()
         } else {
-            self.call(
+            one.call(
                 S,
                 "",
                 async |_, o, s| match &o.shortcuts {

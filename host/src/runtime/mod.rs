@@ -23,7 +23,7 @@ pub use engine::Allocation;
 pub use limits::Limits;
 pub use state::CALL_DEADLINE_ENV;
 
-use bindings::versioned::conversion;
+use bindings::optional::{conversion, shortcuts};
 use bindings::{ActuatorPluginIndices, ActuatorPluginPre};
 use state::PluginState;
 
@@ -164,7 +164,7 @@ impl Runtime {
             .component
             .get_export_index(None, bindings::SHORTCUTS_EXPORT)
         {
-            Some(_) => Some(bindings::shortcut::shortcuts::GuestIndices::new(&pre).map_err(world)?),
+            Some(_) => Some(shortcuts::GuestIndices::new(&pre).map_err(world)?),
             None => None,
         };
         let pre = ActuatorPluginPre::new(pre).map_err(world)?;

@@ -63,6 +63,16 @@ impl Run {
             .unwrap_or_default()
     }
 
+    /// The `delete` rule checked a declared `delete-is-synchronous` (`orchard:shortcuts`): one
+    /// read, right after the delete.
+    fn assert_delete_checked_as_synchronous(&self) {
+        let evidence = self.evidence("delete");
+        assert!(
+            evidence.contains("right after the delete (delete-is-synchronous)"),
+            "{evidence}"
+        );
+    }
+
     /// Every rule passed (but the round trip of a conversion, skipped: the kind has one
     /// version) and the cleanup left nothing.
     fn assert_all_pass(&self) {
@@ -244,12 +254,7 @@ async fn pdns_zone_keeps_every_rule_against_powerdns() -> anyhow::Result<()> {
         "{}",
         run.evidence("create-not-repeated")
     );
-    assert!(
-        run.evidence("delete")
-            .contains("right after the delete (delete-is-synchronous)"),
-        "{}",
-        run.evidence("delete")
-    );
+    run.assert_delete_checked_as_synchronous();
     assert!(zones_like(&env, &name).await?.is_empty());
     Ok(())
 }
@@ -334,12 +339,7 @@ async fn pdns_tsig_in_c_keeps_every_rule() -> anyhow::Result<()> {
     .run()?;
     run.assert_all_pass();
     // The C SDK's orc_actuator.shortcuts: pdns-tsig declares both, checked on PowerDNS.
-    assert!(
-        run.evidence("delete")
-            .contains("right after the delete (delete-is-synchronous)"),
-        "{}",
-        run.evidence("delete")
-    );
+    run.assert_delete_checked_as_synchronous();
     Ok(())
 }
 
@@ -358,12 +358,7 @@ async fn pdns_tsig_in_go_with_a_generated_client_keeps_every_rule() -> anyhow::R
     .run()?;
     run.assert_all_pass();
     // The Go SDK's orchard.ShortcutDeclarer: pdns-tsig-go declares both, checked on PowerDNS.
-    assert!(
-        run.evidence("delete")
-            .contains("right after the delete (delete-is-synchronous)"),
-        "{}",
-        run.evidence("delete")
-    );
+    run.assert_delete_checked_as_synchronous();
     Ok(())
 }
 
