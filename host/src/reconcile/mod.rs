@@ -36,6 +36,7 @@ use machinery::dependents::{self, DependentsIndex};
 use machinery::events;
 use machinery::queue::{Key, WorkQueue};
 use machinery::triggers::Triggers;
+use machinery::writes::OwnWrites;
 use machinery::{backoff, guard};
 use ops::{KubeOps, ObjectOps};
 
@@ -467,26 +468,37 @@ pub async fn run(
     };
     // The kind's work queue, fed by its own changes, its dependencies' and hot swaps.
     let queue = Arc::new(WorkQueue::default());
+    let writes = Arc::new(OwnWrites::default());
     let index = Arc::new(DependentsIndex::new(description.clone()));
     let mut feeds: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
     {
-        let (q, c, t) = (
+        let (q, c, t, w) = (
             Arc::clone(&queue),
             Arc::clone(&claims),
             Arc::clone(&triggers),
+            Arc::clone(&writes),
         );
         let index = Arc::clone(&index);
         feeds.push(Box::pin(own.subscribe().for_each(move |change| {
             // Indexed before its pass is triggered (the index's first rule).
-            match &change {
-                Change::Applied(obj) => index.observe(obj),
+            let waited = match &change {
+                Change::Applied(obj) => {
+                    index.observe(obj);
+                    // A pass held back for this write of the host's runs now.
+                    w.cached(obj).then(|| Key::of(&**obj))
+                }
                 Change::Deleted(obj) => {
                     index.forget(obj);
+                    w.forget(obj);
                     q.forget(&Key::of(&**obj));
+                    None
                 }
-            }
-            if let Some(obj) = own_change(change, &c, &t, sharded) {
-                q.trigger(Key::of(&*obj));
+            };
+            if let Some(key) = own_change(change, &c, &t, sharded)
+                .map(|obj| Key::of(&*obj))
+                .or(waited)
+            {
+                q.trigger(key);
             }
             futures::future::ready(())
         })));
@@ -555,6 +567,7 @@ pub async fn run(
         events,
         description.name.clone(),
         dependencies.clone(),
+        Arc::clone(&writes),
     );
     let ctx = Arc::new(Context::new(
         actuator,
@@ -609,7 +622,7 @@ pub async fn run(
     };
     let lookup = |key: &Key| own.get(&key.namespace, &key.name);
     let workers = (0..settings.concurrency.max(1))
-        .map(|_| work(&queue, lookup, &ctx, &stop))
+        .map(|_| work(&queue, lookup, &writes, &ctx, &stop))
         .collect::<Vec<_>>();
     let main = async {
         tokio::join!(
@@ -661,10 +674,12 @@ fn own_change(
 
 /// One worker of a kind: passes the objects the queue gives it, one at a time, until the
 /// controller stops (a pass in flight ends first). `lookup` reads an object from the kind's
-/// cache.
+/// cache; an object cached before the host's own last write to it waits for the cache
+/// ([`machinery::writes`]).
 async fn work(
     queue: &WorkQueue,
     lookup: impl Fn(&Key) -> Option<Arc<DynamicObject>>,
+    writes: &OwnWrites,
     ctx: &Arc<Context>,
     stop: &CancellationToken,
 ) {
@@ -674,6 +689,10 @@ async fn work(
         // Passed as the cache holds it now; gone from it, there is nothing to pass.
         let next = match lookup(&key) {
             None => None,
+            // The watch event of that write wakes it; the limit is the worst case.
+            Some(obj) if writes.holds_back(&obj) => {
+                Some(tokio::time::Instant::now() + machinery::writes::CATCH_UP)
+            }
             Some(obj) => match flow::reconcile(Arc::clone(&obj), Arc::clone(ctx)).await {
                 Ok(flow::Next::Wait) => None,
                 Ok(flow::Next::After(delay)) => Some(tokio::time::Instant::now() + delay),

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::machinery::cache::KindCache;
+use super::machinery::writes::OwnWrites;
 use super::{Error, Names};
 use crate::reconcile::StoredMeta;
 
@@ -136,7 +137,8 @@ pub trait ObjectOps: Send + Sync {
     ) -> Result<SecretWrite, Error>;
 }
 
-/// [`ObjectOps`] on the real apiserver.
+/// [`ObjectOps`] on the real apiserver. Every write of an object of the kind is recorded in the
+/// kind's [`OwnWrites`], so that no pass reads the object as it was before it.
 pub struct KubeOps {
     client: Client,
     resource: ApiResource,
@@ -144,10 +146,12 @@ pub struct KubeOps {
     events: super::machinery::events::EventPublisher,
     plugin: String,
     dependencies: HashMap<String, Arc<KindCache>>,
+    writes: Arc<OwnWrites>,
 }
 
 impl KubeOps {
-    /// The operations on objects of `resource`, with the caches of its dependency kinds.
+    /// The operations on objects of `resource`, with the caches of its dependency kinds; each
+    /// write of an object of `resource` is recorded in `writes`.
     pub fn new(
         client: Client,
         resource: ApiResource,
@@ -155,6 +159,7 @@ impl KubeOps {
         events: super::machinery::events::EventPublisher,
         plugin: String,
         dependencies: HashMap<String, Arc<KindCache>>,
+        writes: Arc<OwnWrites>,
     ) -> Self {
         Self {
             client,
@@ -163,6 +168,7 @@ impl KubeOps {
             events,
             plugin,
             dependencies,
+            writes,
         }
     }
 
@@ -221,7 +227,7 @@ impl ObjectOps for KubeOps {
                     &Patch::Apply(self.body(obj, body)),
                 )
                 .await
-                .map(drop)
+                .map(|written| self.writes.wrote(&written))
                 .map_err(self.kube_error("apply metadata to", obj))
         })
         .await
@@ -237,7 +243,7 @@ impl ObjectOps for KubeOps {
                     &Patch::Merge(&body),
                 )
                 .await
-                .map(drop)
+                .map(|written| self.writes.wrote(&written))
                 .map_err(self.kube_error("patch status.id of", obj))
         })
         .await
@@ -250,7 +256,7 @@ impl ObjectOps for KubeOps {
             self.api(obj)
                 .patch_status(&obj.name_any(), &params, &Patch::Apply(body))
                 .await
-                .map(drop)
+                .map(|written| self.writes.wrote(&written))
                 .map_err(self.kube_error("apply status to", obj))
         })
         .await

@@ -17,6 +17,7 @@ use super::annotations::CREATE_PENDING;
 use super::flow::status::Pass;
 use super::flow::{Next, reconcile_object};
 use super::machinery::claims::Claims;
+use super::machinery::writes::OwnWrites;
 use super::ops::{Note, ObjectOps, OwnMetadata};
 use super::{Context, Error, Settings, StoredMeta};
 use crate::actuator::{
@@ -2762,7 +2763,7 @@ async fn a_worker_passes_the_object_as_cached_and_schedules_what_the_pass_asks_f
             stop.cancel();
             cached.then(|| Arc::new(w.object()))
         };
-        super::work(&queue, lookup, &ctx, &stop).await;
+        super::work(&queue, lookup, &OwnWrites::default(), &ctx, &stop).await;
         if plain_pass {
             assert_eq!(
                 kinds(&w.cluster.writes()),
@@ -2785,6 +2786,62 @@ async fn a_worker_passes_the_object_as_cached_and_schedules_what_the_pass_asks_f
         };
         assert_eq!(due, None, "{case}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_holds_back_an_object_cached_before_the_hosts_own_last_write_until_the_watch_brings_it()
+ {
+    use super::machinery::queue::{Key, WorkQueue};
+    use tokio_util::sync::CancellationToken;
+    let w = World::new(managed("a"));
+    let ctx = w.context(Settings::default());
+    let at = |version: &str| {
+        let mut obj = w.object();
+        obj.metadata.resource_version = Some(version.to_owned());
+        obj
+    };
+    let writes = OwnWrites::default();
+    // The host's last pass wrote the object (its status with status.id) at version 12; the
+    // cache still holds version 10 when a dependency's change brings the object due.
+    writes.wrote(&at("12"));
+    let queue = WorkQueue::default();
+    let key = Key::of(&w.object());
+    let stop = CancellationToken::new();
+    queue.trigger(key.clone());
+    let stale = |_: &Key| {
+        stop.cancel();
+        Some(Arc::new(at("10")))
+    };
+    super::work(&queue, stale, &writes, &ctx, &stop).await;
+    assert!(
+        w.system.calls().is_empty(),
+        "no plugin call on a stale object"
+    );
+    assert!(w.cluster.writes().is_empty(), "no write on a stale object");
+    assert_eq!(queue.len(), 1, "it waits in the queue");
+    let idle = CancellationToken::new();
+    let due = tokio::select! {
+        biased;
+        k = queue.next(&idle) => k,
+        () = tokio::task::yield_now() => None,
+    };
+    assert_eq!(due, None, "it is not due before the cache holds the write");
+
+    // The watch brings version 12: the controller's feed wakes the object, and it is passed.
+    assert!(!writes.cached(&at("11")), "an older event wakes nothing");
+    assert!(
+        writes.cached(&at("12")),
+        "the write's own event wakes the pass"
+    );
+    queue.trigger(key.clone());
+    let stop = CancellationToken::new();
+    let fresh = |_: &Key| {
+        stop.cancel();
+        Some(Arc::new(at("12")))
+    };
+    super::work(&queue, fresh, &writes, &ctx, &stop).await;
+    assert!(!w.system.calls().is_empty(), "the fresh object is passed");
+    assert!(writes.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------

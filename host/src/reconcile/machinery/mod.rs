@@ -10,6 +10,7 @@
 //! - [`claims`]: which live object holds which external id (exclusive claims);
 //! - [`triggers`]: which watch events start a pass (never the host's own writes);
 //! - [`queue`]: the kind's work queue: which objects are due, first come first served;
+//! - [`writes`]: the host's own last write per object, so that no pass reads an older one;
 //! - [`events`]: Events on the objects, with series, posted beside the passes (never awaited);
 //! - [`backoff`]: per-object backoff;
 //! - [`cache`]: one cache per kind for the whole host, shared by every controller.
@@ -22,3 +23,4 @@ pub mod events;
 pub mod guard;
 pub mod queue;
 pub mod triggers;
+pub mod writes;

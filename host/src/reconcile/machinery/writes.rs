@@ -1,0 +1,216 @@
+//! The host's own last write to each object of the kind, so that no pass runs on a cached
+//! object older than that write (read your own writes).
+//!
+//! Why: a pass reads the object from the cache, which the watch fills a few milliseconds after
+//! the apiserver answered a write. A pass that starts in between — a dependency changed, a
+//! timer came due — sees the object as it was before the host's last pass, without the
+//! `status.id` that pass recorded; its status apply (server-side apply, which prunes what the
+//! manager no longer sets) then removed `status.id`, and it looked for a resource to adopt, or
+//! created, that its predecessor had already made.
+//!
+//! Rules:
+//! 1. Every write the host makes to an object of the kind MUST be recorded
+//!    ([`OwnWrites::wrote`]) with the `resourceVersion` the apiserver answered.
+//! 2. A worker MUST NOT pass an object whose cached `resourceVersion` is older than the one
+//!    recorded for it ([`OwnWrites::holds_back`]); the object waits for the cache, and the
+//!    watch event that brings the write in MUST wake it ([`OwnWrites::cached`]). A cache that
+//!    does not catch up within [`CATCH_UP`] (a watch that stalls) no longer holds it back: the
+//!    pass runs on what the cache holds, as it would without this rule.
+//! 3. An entry goes once the cache holds the write, or the object is gone: what is kept is
+//!    bounded by the objects written and not yet seen again.
+//!
+//! `resourceVersion`s are compared as integers: the kube-apiserver's are etcd revisions, which
+//! only grow. A version that is not an integer (another storage) never holds a pass back.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use kube::api::DynamicObject;
+use tokio::time::Instant;
+
+use crate::reconcile::StoredMeta;
+
+/// How long a pass waits at most for the cache to hold the host's own last write.
+pub const CATCH_UP: Duration = Duration::from_secs(2);
+
+/// One object's last own write.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// The `resourceVersion` the apiserver answered.
+    version: u64,
+    /// Since when a pass waits for the cache to hold it, if one does.
+    waiting_since: Option<Instant>,
+}
+
+/// The host's own last write per object (uid) of one kind (see the module's rules).
+#[derive(Debug, Default)]
+pub struct OwnWrites {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+/// A `resourceVersion` as an integer, if it is one.
+fn version_of(obj: &DynamicObject) -> Option<u64> {
+    obj.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+impl OwnWrites {
+    fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        // Each critical section below leaves the map whole: a poisoned lock still holds it.
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The apiserver answered a write of the host with `written` (rule 1).
+    pub fn wrote(&self, written: &DynamicObject) {
+        let Some(version) = version_of(written) else {
+            return;
+        };
+        let mut entries = self.entries();
+        let entry = entries.entry(written.stored_uid()).or_insert(Entry {
+            version,
+            waiting_since: None,
+        });
+        entry.version = entry.version.max(version);
+    }
+
+    /// Whether `cached` is older than the host's last write to it, so that its pass waits
+    /// (rule 2). A pass that waited [`CATCH_UP`] is held back no longer.
+    pub fn holds_back(&self, cached: &DynamicObject) -> bool {
+        let uid = cached.stored_uid();
+        let mut entries = self.entries();
+        let Some(entry) = entries.get_mut(&uid) else {
+            return false;
+        };
+        let behind = version_of(cached).is_some_and(|v| v < entry.version);
+        let now = Instant::now();
+        let waited_out = entry
+            .waiting_since
+            .is_some_and(|since| now.duration_since(since) >= CATCH_UP);
+        if !behind || waited_out {
+            if waited_out {
+                tracing::warn!(
+                    uid = %uid,
+                    cached = ?cached.metadata.resource_version,
+                    written = entry.version,
+                    "the cache did not catch up with the host's own write: passing the object as cached"
+                );
+            }
+            entries.remove(&uid);
+            return false;
+        }
+        entry.waiting_since.get_or_insert(now);
+        true
+    }
+
+    /// The cache now holds `obj` (a watch event); whether a pass waited for it, and so must be
+    /// woken (rule 2). The entry goes once the cache holds the write (rule 3).
+    pub fn cached(&self, obj: &DynamicObject) -> bool {
+        let uid = obj.stored_uid();
+        let mut entries = self.entries();
+        let Some(entry) = entries.get(&uid).copied() else {
+            return false;
+        };
+        let caught_up = version_of(obj).is_none_or(|v| v >= entry.version);
+        if !caught_up {
+            return false;
+        }
+        entries.remove(&uid);
+        entry.waiting_since.is_some()
+    }
+
+    /// `obj` is gone (rule 3).
+    pub fn forget(&self, obj: &DynamicObject) {
+        self.entries().remove(&obj.stored_uid());
+    }
+
+    /// Objects with a write the cache does not hold yet.
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// Whether the cache holds every write of the host.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn at(version: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "x.dev/v1", "kind": "Thing",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": version},
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_cached_before_the_hosts_last_write_is_held_back_until_the_watch_brings_it() {
+        let writes = OwnWrites::default();
+        writes.wrote(&at("12"));
+        writes.wrote(&at("15"));
+        assert!(writes.holds_back(&at("12")), "older than the last write");
+        assert!(
+            !writes.cached(&at("14")),
+            "an event older than the last write wakes nothing"
+        );
+        assert!(writes.holds_back(&at("14")));
+        assert!(
+            writes.cached(&at("15")),
+            "the write's own event wakes the pass"
+        );
+        assert!(writes.is_empty(), "the entry goes once the cache holds it");
+        assert!(!writes.holds_back(&at("15")));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_as_new_as_the_hosts_last_write_or_newer_passes_at_once() {
+        let writes = OwnWrites::default();
+        writes.wrote(&at("12"));
+        assert!(!writes.holds_back(&at("12")));
+        assert!(writes.is_empty());
+        writes.wrote(&at("12"));
+        assert!(
+            !writes.holds_back(&at("20")),
+            "someone wrote after the host"
+        );
+        assert!(!writes.cached(&at("20")), "no pass waited: nothing to wake");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_that_does_not_catch_up_holds_a_pass_back_no_longer_than_the_limit() {
+        let writes = OwnWrites::default();
+        writes.wrote(&at("12"));
+        assert!(writes.holds_back(&at("10")));
+        tokio::time::advance(CATCH_UP.saturating_sub(Duration::from_millis(1))).await;
+        assert!(
+            writes.holds_back(&at("10")),
+            "within the limit it still waits"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            !writes.holds_back(&at("10")),
+            "past the limit the pass runs"
+        );
+        assert!(writes.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn versions_that_are_not_integers_never_hold_a_pass_back_and_a_gone_object_is_forgotten()
+    {
+        let writes = OwnWrites::default();
+        writes.wrote(&at("opaque-1"));
+        assert!(writes.is_empty(), "not recorded");
+        writes.wrote(&at("12"));
+        assert!(!writes.holds_back(&at("opaque-0")));
+        writes.wrote(&at("12"));
+        writes.forget(&at("10"));
+        assert!(writes.is_empty());
+        assert!(!writes.holds_back(&at("10")));
+    }
+}
