@@ -22,9 +22,12 @@ from orchard_sdk import (
     Object,
     Resource,
     ResourceHandler,
+    Shortcuts,
     Status,
     ensure,
     export,
+    export_conversion,
+    export_shortcuts,
     report,
 )
 from orchard_sdk.codec import camel
@@ -135,6 +138,9 @@ class Vhost(Base):
     spec_type = VhostSpec
     filter_type = VhostFilter
     state_type = VhostState
+    # RabbitMQ deletes a vhost before its DELETE answers: the host does not read it back.
+    # (Its create is a PUT that creates or updates: it does not refuse duplicates.)
+    shortcuts = Shortcuts(delete_is_synchronous=True)
 
     def describe(self) -> Description:
         return Description(
@@ -228,3 +234,6 @@ class Vhost(Base):
 
 
 Actuator = export(Vhost)
+# One API version (it lists none); the world that exports `Shortcuts` exports it too.
+Conversion = export_conversion(Vhost)
+Shortcuts = export_shortcuts(Vhost)

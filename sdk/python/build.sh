@@ -5,7 +5,8 @@
 #
 # The plugin folder holds `app.py`, whose `Actuator` is what the component exports (see
 # docs/writing-a-plugin/python.md). Extra paths are searched for imports too (shared modules).
-# The world is orchard:actuator/versioned-actuator-plugin when app.py binds `Conversion` at its
+# The world is orchard:actuator/shortcut-actuator-plugin when app.py binds `Shortcuts` (and
+# `Conversion`), orchard:actuator/versioned-actuator-plugin when app.py binds `Conversion` at its
 # top level (a kind with several API versions: orchard_sdk.export_conversion), else
 # orchard:actuator/actuator-plugin, as before WIT 0.1.2 (orchard_sdk/_world.py reads app.py).
 # componentize-py comes from $COMPONENTIZE_PY, else PATH (e.g. an activated venv), else the

@@ -22,6 +22,7 @@ from .types import (
     NeedsRefresh,
     Object,
     Resource,
+    Shortcuts,
     Status,
     WaitEvent,
     WaitingOnExternal,
@@ -45,6 +46,14 @@ try:  # inside a component of world versioned-actuator-plugin
 except ImportError:  # natively, or world actuator-plugin (one version)
     wit_conversion = None
     _ConversionProtocol = object
+
+try:  # inside a component of world shortcut-actuator-plugin
+    from wit_world.exports import shortcuts as wit_shortcuts
+
+    _ShortcutsProtocol: Any = _exports.Shortcuts
+except ImportError:  # natively, or a world without orchard:shortcuts
+    wit_shortcuts = None
+    _ShortcutsProtocol = object
 
 
 def _object(o: Any) -> Object:
@@ -167,6 +176,15 @@ def export(actuator: Type[Actuator], *, warm_up: bool = True) -> type:
                 f"{actuator.__name__})` so that sdk/python/build.sh builds world "
                 "versioned-actuator-plugin"
             )
+    if wit is not None and wit_shortcuts is None and Raw(actuator()).shortcuts() != Shortcuts():
+        # Built without orchard:shortcuts (app.py binds no `Shortcuts`): the declared
+        # shortcuts would silently not be used, so the build fails instead.
+        raise RuntimeError(
+            f"{actuator.__name__} declares shortcuts but app.py binds no `Shortcuts`: add "
+            f"`Shortcuts = export_shortcuts({actuator.__name__})` (and `Conversion = "
+            f"export_conversion({actuator.__name__})`) so that sdk/python/build.sh builds world "
+            "shortcut-actuator-plugin"
+        )
 
     def raw() -> Raw:
         return Raw(actuator())
@@ -280,6 +298,38 @@ def export_conversion(actuator: Type[Actuator]) -> type:
     Exported.__doc__ = f"componentize-py export of {actuator.__name__}'s API versions"
     #: The checked versions (schemas as JSON text), for tests.
     Exported.listed = listed  # type: ignore[attr-defined]
+    return Exported
+
+
+def export_shortcuts(actuator: Type[Actuator]) -> type:
+    """The class componentize-py exports as ``orchard:shortcuts/shortcuts`` for
+    ``actuator.shortcuts()``. Bind it to the name ``Shortcuts`` in the plugin's ``app`` module,
+    beside ``Actuator`` and ``Conversion`` (world ``shortcut-actuator-plugin`` includes the
+    ``conversion`` export; a kind with one version lists none)::
+
+        Actuator = orchard_sdk.export(Vhost)
+        Conversion = orchard_sdk.export_conversion(Vhost)
+        Shortcuts = orchard_sdk.export_shortcuts(Vhost)
+
+    ``sdk/python/build.sh`` builds world ``shortcut-actuator-plugin`` for a plugin whose
+    ``app.py`` binds ``Shortcuts`` at its top level. The shortcuts are read and checked once,
+    now (while the component is built, or natively when a test imports ``app``).
+    """
+    declared = Raw(actuator()).shortcuts()
+
+    class Exported(_ShortcutsProtocol):  # type: ignore[misc, valid-type]
+        def shortcuts(self) -> Any:
+            flags = wit_shortcuts.Shortcut(0)
+            if declared.create_refuses_duplicates:
+                flags |= wit_shortcuts.Shortcut.CREATE_REFUSES_DUPLICATES
+            if declared.delete_is_synchronous:
+                flags |= wit_shortcuts.Shortcut.DELETE_IS_SYNCHRONOUS
+            return flags
+
+    Exported.__name__ = Exported.__qualname__ = "Shortcuts"
+    Exported.__doc__ = f"componentize-py export of {actuator.__name__}'s shortcuts"
+    #: The checked shortcuts, for tests.
+    Exported.declared = declared  # type: ignore[attr-defined]
     return Exported
 
 

@@ -1,6 +1,10 @@
 """Which WIT world ``sdk/python/build.sh`` builds a plugin for, read from its ``app.py`` without
 running it:
 
+- ``orchard:actuator/shortcut-actuator-plugin`` when ``app.py`` binds the name ``Shortcuts``
+  at its top level (exported as ``orchard:shortcuts/shortcuts``, made by
+  :func:`orchard_sdk.export_shortcuts`); that world exports ``conversion`` too, so ``app.py``
+  MUST bind ``Conversion`` as well (an error otherwise, naming the fix);
 - ``orchard:actuator/versioned-actuator-plugin`` when ``app.py`` binds the name ``Conversion``
   at its top level (what componentize-py exports as ``orchard:actuator/conversion``, made by
   :func:`orchard_sdk.export_conversion`);
@@ -19,7 +23,9 @@ from typing import Iterable, Iterator
 
 PLAIN = "orchard:actuator/actuator-plugin"
 VERSIONED = "orchard:actuator/versioned-actuator-plugin"
+SHORTCUT = "orchard:actuator/shortcut-actuator-plugin"
 EXPORT = "Conversion"
+SHORTCUTS = "Shortcuts"
 
 
 def _targets(node: ast.AST) -> Iterator[str]:
@@ -55,8 +61,18 @@ def _bound(body: Iterable[ast.stmt]) -> Iterator[str]:
 
 
 def world_of(source: str, filename: str = "app.py") -> str:
-    """The world for an ``app.py`` of this text."""
-    return VERSIONED if EXPORT in set(_bound(ast.parse(source, filename).body)) else PLAIN
+    """The world for an ``app.py`` of this text; ``ValueError`` for a ``Shortcuts`` without a
+    ``Conversion``."""
+    bound = set(_bound(ast.parse(source, filename).body))
+    if SHORTCUTS in bound:
+        if EXPORT not in bound:
+            raise ValueError(
+                f"{filename} binds `Shortcuts` but not `Conversion`: world shortcut-actuator-plugin "
+                "exports both; add `Conversion = export_conversion(<your actuator>)` (a kind with "
+                "one version lists none)"
+            )
+        return SHORTCUT
+    return VERSIONED if EXPORT in bound else PLAIN
 
 
 def main(argv: list) -> int:
@@ -64,7 +80,11 @@ def main(argv: list) -> int:
         print(f"usage: {argv[0]} <plugin>/app.py", file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8") as f:
-        print(world_of(f.read(), argv[1]))
+        try:
+            print(world_of(f.read(), argv[1]))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

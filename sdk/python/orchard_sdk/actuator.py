@@ -26,6 +26,7 @@ from .types import (
     Description,
     Object,
     Resource,
+    Shortcuts,
     Status,
     json_text,
 )
@@ -114,6 +115,16 @@ class Actuator(Generic[S, F, T]):
     def observed(self, res: Resource[T]) -> Any:
         """``status.resource`` (a JSON value); the state itself by default."""
         return encode(res.state)
+
+    # -- shortcuts (WIT package `orchard:shortcuts`) -----------------------------------------
+
+    def shortcuts(self) -> Shortcuts:
+        """The calls this plugin's external system lets the host skip (:class:`Shortcuts`); may
+        also be a class attribute. MUST be pure (the SDK reads it once, while the component is
+        built). Default: none — the generic flow, safe on any system. A plugin that declares
+        some binds ``Shortcuts = export_shortcuts(MyActuator)`` in ``app.py``.
+        """
+        return Shortcuts()
 
     # -- several API versions (WIT interface `conversion`, since 0.1.2) ----------------------
 
@@ -305,6 +316,23 @@ class Raw:
         except Exception as e:
             _report("observed", e)
             return "null"
+
+    # -- shortcuts ---------------------------------------------------------------------------
+
+    def shortcuts(self) -> Shortcuts:
+        """The actuator's declared shortcuts (none by default). WIT ``shortcuts`` has no failure
+        to answer: a declaration that is not a :class:`Shortcuts` raises ``TypeError`` naming
+        the actuator, which fails the build when :func:`orchard_sdk.export_shortcuts` reads it."""
+        a = self.a
+        declared = a.shortcuts() if callable(a.shortcuts) else a.shortcuts
+        if declared is None:
+            return Shortcuts()
+        if not isinstance(declared, Shortcuts):
+            raise TypeError(
+                f"{type(a).__name__}.shortcuts: expected an orchard_sdk.Shortcuts, "
+                f"got {type(declared).__name__}"
+            )
+        return declared
 
     # -- conversion --------------------------------------------------------------------------
 

@@ -234,6 +234,28 @@ class Description:
 
 
 @dataclass(frozen=True)
+class Shortcuts:
+    """What the plugin's external system guarantees, so that the host skips calls its generic
+    flow makes to stay leak-safe on any system (WIT ``orchard:shortcuts``; see
+    :meth:`Actuator.shortcuts`). Declare only what the system itself enforces: the conformance
+    kit checks both.
+
+    - ``create_refuses_duplicates``: the system refuses to create a resource whose identifying
+      fields (those ``list_for_adoption`` matches on) an existing one has — ``create`` then
+      answers a failure and changes nothing. The host skips ``list_for_adoption`` before a
+      create and calls it only after a create fails; ``list_for_adoption`` MUST answer a list
+      for every object the plugin can create. (A ``PUT`` that creates or replaces does not
+      refuse: RabbitMQ's management API is such a system.)
+    - ``delete_is_synchronous``: a ``delete`` that answers done has removed the resource
+      (``get_by_id`` answers ``None`` from then on): the host releases the object without
+      reading the resource back.
+    """
+
+    create_refuses_duplicates: bool = False
+    delete_is_synchronous: bool = False
+
+
+@dataclass(frozen=True)
 class ApiVersion:
     """One API version of the kind (WIT ``conversion.api-version``, since 0.1.2). Schemas are
     OpenAPI v3 as Python values (dicts, e.g. ``schema_of(SpecV1alpha1)``) or JSON text, as in

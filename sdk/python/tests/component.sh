@@ -4,9 +4,12 @@
 # and asks the host CLI for its description and conversions, both ways.
 #   sdk/python/tests/component.sh [path/to/orchard] [one-version.wasm] [example.wasm]
 # (default: orchard on PATH). example.wasm, when given, is the example already built (`make
-# plugins` builds it as python_versioned_example.wasm): used instead of a build here. one-version.wasm, when given, is a Python plugin built from an
-# app.py without `Conversion` (e.g. the rabbitmq_vhost.wasm `make plugins` builds): checked to
-# describe one version and to convert nothing, as every Python component before WIT 0.1.2.
+# plugins` builds it as python_versioned_example.wasm): used instead of a build here. one-version.wasm, when given, is a Python plugin of one
+# API version (e.g. the rabbitmq_vhost.wasm `make plugins` builds, whose Actuator lists no
+# versions): checked to describe one version and to convert nothing, as every Python component
+# before WIT 0.1.2; and, when it is rabbitmq_vhost.wasm, to declare the shortcut its app.py
+# exports (`Shortcuts = export_shortcuts(Vhost)`: delete-is-synchronous, world
+# shortcut-actuator-plugin).
 # Needs componentize-py (sdk/install-tools.sh) and an orchard binary; the unit tests are the
 # native part (python -m unittest discover -s sdk/python/tests).
 set -euo pipefail
@@ -95,8 +98,13 @@ for name, says in (
     assert says in err, err
 checks = "describe (2 versions, storage v1beta1), 4 conversions and 2 round trips, 2 refusals"
 if checked_one:
-    assert "versions" not in load("one.json"), "the one-version plugin lists versions"
+    one = load("one.json")
+    assert "versions" not in one, "the one-version plugin lists versions"
     assert "serves one API version" in text("one.err"), text("one.err")
     checks += "; a one-version plugin: one version, converts nothing"
+    if one["name"] == "rabbitmq-vhost":
+        declared = {"createRefusesDuplicates": False, "deleteIsSynchronous": True}
+        assert one.get("shortcuts") == declared, one.get("shortcuts")
+        checks += ", declares delete-is-synchronous"
 print(f"sdk/python/tests/component.sh: {checks}: ok")
 PY

@@ -23,6 +23,7 @@ from orchard_sdk import (  # noqa: E402
     Raw,
     Resource,
     ResourceHandler,
+    Shortcuts,
     Status,
     Transient,
     Unrecoverable,
@@ -30,6 +31,7 @@ from orchard_sdk import (  # noqa: E402
     decode,
     encode,
     ensure,
+    export_shortcuts,
     http,
     report,
 )
@@ -174,6 +176,32 @@ class RawTest(unittest.TestCase):
         self.assertEqual((a, s), (Availability.UNAVAILABLE, Status.waiting_on_object("Parent", "p", WaitEvent.READY)))
         self.assertEqual(self.raw.observed(Resource("a", '{"name":"a","size":2}')), '{"name":"a","size":2}')
         self.assertEqual(self.raw.observed(Resource("a", "not json")), "null")
+
+
+class ShortcutsTest(unittest.TestCase):
+    def test_an_actuator_declares_no_shortcut_by_default(self):
+        self.assertEqual(Raw(Thing()).shortcuts(), Shortcuts())
+        self.assertEqual(export_shortcuts(Thing).declared, Shortcuts())
+
+    def test_shortcuts_are_read_from_a_method_or_a_class_attribute(self):
+        class ByMethod(Thing):
+            def shortcuts(self) -> Shortcuts:
+                return Shortcuts(create_refuses_duplicates=True)
+
+        class ByAttribute(Thing):
+            shortcuts = Shortcuts(delete_is_synchronous=True)
+
+        self.assertEqual(export_shortcuts(ByMethod).declared,
+                         Shortcuts(create_refuses_duplicates=True))
+        self.assertEqual(export_shortcuts(ByAttribute).declared,
+                         Shortcuts(delete_is_synchronous=True))
+
+    def test_a_declaration_that_is_not_shortcuts_fails_the_build_naming_the_actuator(self):
+        class Flags(Thing):
+            shortcuts = {"delete_is_synchronous": True}
+
+        with self.assertRaisesRegex(TypeError, "Flags.shortcuts: expected an orchard_sdk.Shortcuts, got dict"):
+            export_shortcuts(Flags)
 
 
 class ObjectTest(unittest.TestCase):

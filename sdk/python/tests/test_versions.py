@@ -290,12 +290,26 @@ class WorldTest(unittest.TestCase):
             with self.subTest(source=source):
                 self.assertEqual(_world.world_of(source), _world.PLAIN)
 
-    def test_the_rabbitmq_plugins_build_the_plain_world_and_the_example_the_versioned_one(self):
+    def test_an_app_that_binds_shortcuts_and_conversion_builds_the_shortcut_world(self):
+        for source in (
+            "Conversion = export_conversion(A)\nShortcuts = export_shortcuts(A)",
+            "Actuator, Conversion, Shortcuts = export(A), export_conversion(A), export_shortcuts(A)",
+            "from shared import Conversion, Shortcuts",
+        ):
+            with self.subTest(source=source):
+                self.assertEqual(_world.world_of(source), _world.SHORTCUT)
+
+    def test_an_app_that_binds_shortcuts_without_conversion_is_an_error_naming_the_fix(self):
+        with self.assertRaisesRegex(ValueError, "app.py binds `Shortcuts` but not `Conversion`.*"
+                                    "Conversion = export_conversion"):
+            _world.world_of("Actuator = export(A)\nShortcuts = export_shortcuts(A)")
+
+    def test_the_rabbitmq_plugins_and_the_example_build_their_worlds(self):
         def world(path: str) -> str:
             with open(os.path.join(ROOT, path), encoding="utf-8") as f:
                 return _world.world_of(f.read())
 
-        self.assertEqual(world("plugins/rabbitmq-vhost/app.py"), _world.PLAIN)
+        self.assertEqual(world("plugins/rabbitmq-vhost/app.py"), _world.SHORTCUT)
         self.assertEqual(world("plugins/rabbitmq-queue/app.py"), _world.PLAIN)
         self.assertEqual(world("sdk/python/examples/versioned/app.py"), _world.VERSIONED)
 

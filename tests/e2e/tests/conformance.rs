@@ -395,15 +395,17 @@ fn vhost_root() -> Value {
 async fn rabbitmq_vhost_in_python_keeps_every_rule() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let name = format!("conf-{}", unique_suffix());
-    Conformance::rabbitmq(
+    let run = Conformance::rabbitmq(
         &env,
         "rabbitmq-vhost",
         "RabbitVhost",
         &json!({"name": name, "description": "conformance", "tags": ["a"], "maxQueues": 10}),
     )?
     .filter(json!({"name": name}))
-    .run()?
-    .assert_all_pass();
+    .run()?;
+    run.assert_all_pass();
+    // It declares delete-is-synchronous (Python SDK's `export_shortcuts`): checked on RabbitMQ.
+    run.assert_delete_checked_as_synchronous();
     Ok(())
 }
 
