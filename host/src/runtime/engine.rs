@@ -16,9 +16,10 @@ pub const MAX_PLUGIN_MEMORY: usize = 1 << 30;
 
 /// Bytes of each pooled memory and table kept resident (reset, not unmapped) on reuse. With
 /// `pagemap_scan` only the pages a call dirtied are reset. 16 MiB: a Rust guest's whole
-/// footprint is under 8 MiB, a Go guest's heap starts at 8 MiB and CPython's reaches past it,
-/// so that at 8 MiB their instances faulted those pages in again at every call (16 MiB: Go's
-/// calls 6 % faster, Python's 15 %; 32 and 64 MiB gained nothing more; docs/benchmarks.md).
+/// footprint is under 8 MiB, a Go guest's heap starts at 8 MiB and a Python guest's reaches
+/// past it, so that at 8 MiB their instances faulted those pages in again at every call
+/// (16 MiB: Go's calls 6 % faster, Python's 15 %; 32 and 64 MiB gained nothing more;
+/// docs/benchmarks.md).
 const KEEP_RESIDENT: usize = 16 << 20;
 
 /// How the engine allocates instances.
