@@ -149,3 +149,7 @@ test('the TypeBox schemas are the hand-written ones; one API version', async () 
   for (const [field, schema] of Object.entries(HAND_WRITTEN)) assert.deepStrictEqual(JSON.parse(d[field]), schema, field);
   assert.deepEqual(await actuator.conversion.versions(), []);
 });
+
+test('it declares delete-is-synchronous (RabbitMQ deletes a user before its DELETE answers)', () => {
+  assert.deepEqual(actuator.shortcuts.shortcuts(), { createRefusesDuplicates: false, deleteIsSynchronous: true });
+});

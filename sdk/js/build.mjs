@@ -6,10 +6,11 @@
 //    ES module with rolldown; `orchard:*` and `wasi:*` imports stay imports of the component.
 //    The bundle's entry exports app.js's `actuator` and, as `conversion`, app.js's own
 //    `conversion` export if it has one, else the one `exportActuator` made (`versions()` = []
-//    for a plugin that declares no versions: one version, as before 0.1.2);
-// 2. componentizes the bundle against `wit/` (world orchard:actuator/versioned-actuator-plugin:
-//    actuator-plugin plus the conversion export) with componentize-js, the versions pinned in
-//    package-lock.json.
+//    for a plugin that declares no versions: one version, as before 0.1.2); as `shortcuts`,
+//    likewise (none for a plugin that declares none: the generic flow);
+// 2. componentizes the bundle against `wit/` (world orchard:actuator/shortcut-actuator-plugin:
+//    actuator-plugin plus the conversion and shortcuts exports) with componentize-js, the
+//    versions pinned in package-lock.json.
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -21,7 +22,7 @@ import { rolldown } from 'rolldown';
 
 const SDK = dirname(fileURLToPath(import.meta.url));
 const WIT = resolve(SDK, '../../wit');
-const WORLD = 'orchard:actuator/versioned-actuator-plugin';
+const WORLD = 'orchard:actuator/shortcut-actuator-plugin';
 
 const [pluginDir, out] = process.argv.slice(2);
 if (!pluginDir || !out) {
@@ -36,14 +37,15 @@ if (!existsSync(entry)) {
 
 const work = await mkdtemp(join(tmpdir(), 'orchard-js-'));
 try {
-  // The component's exports: `actuator` and `conversion` (see above).
+  // The component's exports: `actuator`, `conversion` and `shortcuts` (see above).
   const main = join(work, 'main.js');
   await writeFile(
     main,
     `import * as app from ${JSON.stringify(entry)};\n` +
-      `import { conversionOf } from ${JSON.stringify(join(SDK, 'src/actuator.js'))};\n` +
+      `import { conversionOf, shortcutsExportOf } from ${JSON.stringify(join(SDK, 'src/actuator.js'))};\n` +
       `export const actuator = app.actuator;\n` +
-      `export const conversion = conversionOf(app);\n`,
+      `export const conversion = conversionOf(app);\n` +
+      `export const shortcuts = shortcutsExportOf(app);\n`,
   );
   const bundle = await rolldown({
     input: main,

@@ -1,7 +1,8 @@
 // The actuator base class a plugin extends, and `exportActuator`, which turns it into the
 // object componentize-js exports as `orchard:actuator/actuator` (and, as its `conversion`,
 // the `orchard:actuator/conversion` export of world versioned-actuator-plugin: the kind's API
-// versions and the conversion between them, `versions` and `convert` below).
+// versions and the conversion between them, `versions` and `convert` below; as its
+// `shortcuts`, the `orchard:shortcuts/shortcuts` export of world shortcut-actuator-plugin).
 //
 // The contract of each method is the one written in `wit/actuator.wit`; in short: every
 // method MUST be idempotent; `create` MUST NOT do anything fallible after the primary resource
@@ -135,6 +136,50 @@ export class Actuator {
   convert(_obj, from, to) {
     throw new Unrecoverable(`this plugin serves one API version (asked to convert ${from} to ${to})`);
   }
+
+  /**
+   * The calls this plugin's external system lets the host skip (WIT `orchard:shortcuts`; see
+   * docs/concepts.md#shortcuts): `{ createRefusesDuplicates, deleteIsSynchronous }`, each
+   * `true` only when the system itself guarantees it (the conformance kit checks both). May
+   * also be given as a property or a getter. MUST be pure.
+   *
+   * - `createRefusesDuplicates`: a create for identifying fields an existing resource has
+   *   fails and changes nothing; the host then calls `listForAdoption` only after a failed
+   *   create, not before every one. (A PUT that creates or replaces does not refuse.)
+   * - `deleteIsSynchronous`: a `delete` that answers done has removed the resource; the host
+   *   does not read it back.
+   *
+   * Default: `{}` — none, the generic flow, safe on any system.
+   * @returns {{createRefusesDuplicates?: boolean, deleteIsSynchronous?: boolean}}
+   */
+  shortcuts() {
+    return {};
+  }
+}
+
+/** The names `Actuator.shortcuts` may answer. */
+const SHORTCUTS = ['createRefusesDuplicates', 'deleteIsSynchronous'];
+
+/**
+ * An actuator's declared shortcuts, checked: the WIT flags (`{createRefusesDuplicates,
+ * deleteIsSynchronous}`, both booleans). A name that is not a shortcut, or a value that is
+ * not a boolean, throws a `TypeError` naming it (`shortcuts` has no failure to answer).
+ * @param {Actuator} a
+ */
+export function shortcutsOf(a) {
+  const declared = (typeof a.shortcuts === 'function' ? a.shortcuts() : a.shortcuts) ?? {};
+  if (typeof declared !== 'object') {
+    throw new TypeError(`${a.constructor.name}.shortcuts must be an object, got ${JSON.stringify(declared)}`);
+  }
+  for (const [name, value] of Object.entries(declared)) {
+    if (!SHORTCUTS.includes(name)) {
+      throw new TypeError(`${a.constructor.name}.shortcuts: ${JSON.stringify(name)} is not a shortcut (${SHORTCUTS.join(', ')})`);
+    }
+    if (typeof value !== 'boolean') {
+      throw new TypeError(`${a.constructor.name}.shortcuts.${name} must be true or false, got ${JSON.stringify(value)}`);
+    }
+  }
+  return Object.fromEntries(SHORTCUTS.map((name) => [name, declared[name] === true]));
 }
 
 /**
@@ -473,6 +518,25 @@ export function exportActuator(Impl) {
       });
     },
   };
+  // The component's `orchard:shortcuts/shortcuts` export (world shortcut-actuator-plugin, which
+  // the build always targets): `actuator.shortcuts`, not enumerable, like `conversion`.
+  const shortcuts = {
+    // No failure to answer: a declaration that breaks the rules (a bug) is logged and traps
+    // the call, so that the host refuses the plugin instead of guessing what it meant.
+    shortcuts() {
+      try {
+        return shortcutsOf(make());
+      } catch (e) {
+        try {
+          log.error(`shortcuts: ${e && e.stack ? `${e}\n${e.stack}` : String(e)}`);
+        } catch {
+          // the trap below says enough
+        }
+        throw e;
+      }
+    },
+  };
+  Object.defineProperty(functions, 'shortcuts', { value: shortcuts, enumerable: false });
   return Object.defineProperty(functions, 'conversion', { value: conversion, enumerable: false });
 }
 
@@ -492,4 +556,19 @@ const ONE_VERSION = Object.freeze({
  */
 export function conversionOf(module) {
   return module.conversion ?? module.actuator?.conversion ?? ONE_VERSION;
+}
+
+/** Declares no shortcut, for a module that exports none of its own. */
+const NO_SHORTCUTS = Object.freeze({
+  shortcuts: () => ({ createRefusesDuplicates: false, deleteIsSynchronous: false }),
+});
+
+/**
+ * The `shortcuts` export of a plugin module (what the build exports as
+ * `orchard:shortcuts/shortcuts`): the module's own `shortcuts` export if it has one, else the
+ * one `exportActuator` made for its `actuator`, else none.
+ * @param {{actuator?: object, shortcuts?: object}} module
+ */
+export function shortcutsExportOf(module) {
+  return module.shortcuts ?? module.actuator?.shortcuts ?? NO_SHORTCUTS;
 }

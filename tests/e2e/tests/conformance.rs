@@ -431,15 +431,17 @@ async fn rabbitmq_queue_in_python_with_its_vhost_dependency_keeps_every_rule() -
 async fn rabbitmq_user_in_javascript_keeps_every_rule() -> anyhow::Result<()> {
     let env = TestEnv::load()?;
     let name = format!("conf-{}", unique_suffix());
-    Conformance::rabbitmq(
+    let run = Conformance::rabbitmq(
         &env,
         "rabbitmq-user",
         "RabbitUser",
         &json!({"name": name, "tags": ["monitoring"], "permissions": [{"vhost": "/", "read": ".*"}]}),
     )?
     .filter(json!({"name": name}))
-    .run()?
-    .assert_all_pass();
+    .run()?;
+    run.assert_all_pass();
+    // It declares delete-is-synchronous (the JavaScript SDK's `shortcuts()`): checked on RabbitMQ.
+    run.assert_delete_checked_as_synchronous();
     Ok(())
 }
 
