@@ -687,17 +687,23 @@ async fn work(
     while let Some(key) = queue.next(stop).await {
         metrics.set_queue_depth(ctx.plugin(), queue.len());
         // Passed as the cache holds it now; gone from it, there is nothing to pass.
-        let next = match lookup(&key) {
-            None => None,
+        let held_back = lookup(&key).map(|obj| writes.holds_back(&obj));
+        // Looked up again once let through: had the watch brought the host's write in between
+        // the first lookup and the check (on another thread), the check found no entry, and
+        // the first copy may predate the write; the cache holds it by then.
+        let next = match (held_back, lookup(&key)) {
+            (None, _) | (_, None) => None,
             // The watch event of that write wakes it; the limit is the worst case.
-            Some(obj) if writes.holds_back(&obj) => {
+            (Some(true), Some(_)) => {
                 Some(tokio::time::Instant::now() + machinery::writes::CATCH_UP)
             }
-            Some(obj) => match flow::reconcile(Arc::clone(&obj), Arc::clone(ctx)).await {
-                Ok(flow::Next::Wait) => None,
-                Ok(flow::Next::After(delay)) => Some(tokio::time::Instant::now() + delay),
-                Err(e) => Some(tokio::time::Instant::now() + error_policy(&obj, &e, ctx)),
-            },
+            (Some(false), Some(obj)) => {
+                match flow::reconcile(Arc::clone(&obj), Arc::clone(ctx)).await {
+                    Ok(flow::Next::Wait) => None,
+                    Ok(flow::Next::After(delay)) => Some(tokio::time::Instant::now() + delay),
+                    Err(e) => Some(tokio::time::Instant::now() + error_policy(&obj, &e, ctx)),
+                }
+            }
         };
         queue.done(key, next);
         metrics.set_queue_depth(ctx.plugin(), queue.len());

@@ -2844,6 +2844,41 @@ async fn a_worker_holds_back_an_object_cached_before_the_hosts_own_last_write_un
     assert!(writes.is_empty());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_worker_let_through_passes_the_object_as_the_cache_holds_it_after_the_check() {
+    use super::machinery::queue::{Key, WorkQueue};
+    use tokio_util::sync::CancellationToken;
+    // The watch brought the host's write in (and took its entry away) between the worker's
+    // first lookup and its check: the first copy predates the write, lacks status.id.
+    let w = World::new(managed("a"));
+    let (_, _) = w.pass().await;
+    let fresh = w.object();
+    assert!(
+        fresh.data["status"]["id"].is_string(),
+        "the first pass recorded the id"
+    );
+    let mut stale = fresh.clone();
+    stale.data["status"] = json!({});
+    let ctx = w.context(Settings::default());
+    let (queue, stop) = (WorkQueue::default(), CancellationToken::new());
+    let key = Key::of(&fresh);
+    queue.trigger(key.clone());
+    // (The first pass's calls and writes.)
+    w.system.calls();
+    w.cluster.writes();
+    let lookups = std::sync::atomic::AtomicUsize::new(0);
+    let lookup = |_: &Key| {
+        stop.cancel();
+        let first = lookups.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        Some(Arc::new(if first { stale.clone() } else { fresh.clone() }))
+    };
+    super::work(&queue, lookup, &OwnWrites::default(), &ctx, &stop).await;
+    // As the cache holds it, the object is up to date: skipped, no call, no write (the first
+    // copy, with neither id nor conditions, would have been created again).
+    assert_eq!(w.system.calls(), Vec::<String>::new());
+    assert!(w.cluster.writes().is_empty());
+}
+
 // ---------------------------------------------------------------------------------------
 // The journal: each way a pass ends, as `orchard explain` reads it
 // ---------------------------------------------------------------------------------------

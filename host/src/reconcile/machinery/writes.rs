@@ -15,7 +15,9 @@
 //!    recorded for it ([`OwnWrites::holds_back`]); the object waits for the cache, and the
 //!    watch event that brings the write in MUST wake it ([`OwnWrites::cached`]). A cache that
 //!    does not catch up within [`CATCH_UP`] (a watch that stalls) no longer holds it back: the
-//!    pass runs on what the cache holds, as it would without this rule.
+//!    pass runs on what the cache holds, as it would without this rule. A worker let through
+//!    MUST pass the object as the cache holds it after the check: the event may have brought
+//!    the write in (and taken the entry away) between its lookup and the check.
 //! 3. An entry goes once the cache holds the write, or the object is gone: what is kept is
 //!    bounded by the objects written and not yet seen again.
 //!
