@@ -64,9 +64,17 @@ impl OwnWrites {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The apiserver answered a write of the host with `written` (rule 1).
+    /// The apiserver answered a write of the host with `written` (rule 1). An object being
+    /// deleted that has no finalizer left is gone, or about to be: no pass follows, and its
+    /// deletion event may come before this answer, so nothing is kept for it (rule 3).
     pub fn wrote(&self, written: &DynamicObject) {
-        let Some(version) = version_of(written) else {
+        let released = written.metadata.deletion_timestamp.is_some()
+            && written
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_none_or(Vec::is_empty);
+        let Some(version) = version_of(written).filter(|_| !released) else {
             return;
         };
         let mut entries = self.entries();
@@ -200,6 +208,27 @@ mod tests {
             "past the limit the pass runs"
         );
         assert!(writes.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_write_that_releases_a_deleted_object_keeps_nothing() {
+        let writes = OwnWrites::default();
+        let mut released = at("20");
+        released.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        writes.wrote(&released);
+        assert!(
+            writes.is_empty(),
+            "its deletion event may already have come"
+        );
+        released.metadata.finalizers = Some(vec!["orchard.dev/other".to_owned()]);
+        writes.wrote(&released);
+        assert_eq!(
+            writes.len(),
+            1,
+            "another finalizer holds it: passes may follow"
+        );
     }
 
     #[tokio::test(start_paused = true)]
