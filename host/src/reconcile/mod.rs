@@ -468,7 +468,8 @@ pub async fn run(
     };
     // The kind's work queue, fed by its own changes, its dependencies' and hot swaps.
     let queue = Arc::new(WorkQueue::default());
-    let writes = Arc::new(OwnWrites::default());
+    // What the host wrote to the objects it serves: the cache they are read from keeps it.
+    let writes = Arc::clone(&own.writes);
     let index = Arc::new(DependentsIndex::new(description.clone()));
     let mut feeds: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
     {

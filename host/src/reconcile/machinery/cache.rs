@@ -202,6 +202,10 @@ pub struct KindCache {
     ready: watch::Receiver<bool>,
     /// The watch that fills the cache: it ends with the cache.
     pump: tokio::task::AbortHandle,
+    /// The host's own last write to each object of the cache, not yet in it
+    /// ([`super::writes`]): kept with the cache, so that a controller restarted over it (a hot
+    /// swap) still knows what its predecessor wrote.
+    pub writes: Arc<super::writes::OwnWrites>,
 }
 
 impl Drop for KindCache {
@@ -337,6 +341,7 @@ impl KindCache {
             changes,
             ready,
             pump: tokio::spawn(pump).abort_handle(),
+            writes: Arc::default(),
         })
     }
 
@@ -497,6 +502,7 @@ mod tests {
             changes: changes.clone(),
             ready,
             pump: tokio::spawn(async {}).abort_handle(),
+            writes: Arc::default(),
         });
         let waiters: Vec<_> = (0..3)
             .map(|_| {
