@@ -7,6 +7,9 @@
 //!   failed call);
 //! - `orchard_queue_depth{plugin}`: objects in the plugin's work queue (due, being passed,
 //!   or waiting for a requeue, poll or resync);
+//! - `orchard_passes_held_back_total{plugin}`: passes that waited because the cache did not
+//!   yet hold the host's own last write to the object ([`crate::reconcile::machinery::writes`]):
+//!   a rate well above the rate of writes means the kind's watch lags;
 //! - `orchard_events_dropped_total{plugin}`: Events not posted because the plugin's Event
 //!   lanes were full (the apiserver fell behind);
 //! - `orchard_plugin_http_connections_total{plugin}`: connections the plugin's outbound HTTP
@@ -98,6 +101,7 @@ pub struct Metrics {
     wasm_calls: Histograms<CallLabels>,
     wasm_instances: Family<PluginLabels, Counter>,
     queue_depth: Family<PluginLabels, Gauge>,
+    held_back: Family<PluginLabels, Counter>,
     load_failures: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     http_connections: Family<PluginLabels, Counter>,
@@ -158,6 +162,12 @@ impl Metrics {
             "queue_depth",
             "Objects waiting for a scheduled reconcile",
             queue_depth.clone(),
+        );
+        let held_back = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "passes_held_back",
+            "Passes that waited for the cache to hold the host's own last write",
+            held_back.clone(),
         );
         let load_failures = Family::<PluginLabels, Counter>::default();
         registry.register(
@@ -227,6 +237,7 @@ impl Metrics {
             wasm_calls,
             wasm_instances,
             queue_depth,
+            held_back,
             load_failures,
             events_dropped,
             http_connections,
@@ -322,6 +333,15 @@ impl Metrics {
             .inc();
     }
 
+    /// A pass of `plugin` waited for the cache to hold the host's own last write.
+    pub fn pass_held_back(&self, plugin: &str) {
+        self.held_back
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
     /// The objects `plugin`'s work queue holds: due, being passed, or waiting for a time.
     pub fn set_queue_depth(&self, plugin: &str, depth: usize) {
         self.queue_depth
@@ -340,6 +360,7 @@ impl Metrics {
         };
         let _ = self.load_failures.get_or_create(&labels);
         let _ = self.events_dropped.get_or_create(&labels);
+        let _ = self.held_back.get_or_create(&labels);
         for &error in http_failures {
             let _ = self.http_failures.get_or_create(&HttpFailureLabels {
                 plugin: plugin.to_owned(),

@@ -696,6 +696,7 @@ async fn work(
             (None, _) | (_, None) => None,
             // The watch event of that write wakes it; the limit is the worst case.
             (Some(true), Some(_)) => {
+                metrics.pass_held_back(ctx.plugin());
                 Some(tokio::time::Instant::now() + machinery::writes::CATCH_UP)
             }
             (Some(false), Some(obj)) => {

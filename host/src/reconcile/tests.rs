@@ -2826,6 +2826,17 @@ async fn a_worker_holds_back_an_object_cached_before_the_hosts_own_last_write_un
         () = tokio::task::yield_now() => None,
     };
     assert_eq!(due, None, "it is not due before the cache holds the write");
+    let held_back = format!(
+        "orchard_passes_held_back_total{{plugin=\"{}\"}}",
+        ctx.plugin()
+    );
+    assert!(
+        crate::ops::metrics::global()
+            .encode()
+            .lines()
+            .any(|l| l.starts_with(&held_back) && !l.ends_with(" 0")),
+        "the held-back pass is counted"
+    );
 
     // The watch brings version 12: the controller's feed wakes the object, and it is passed.
     assert!(!writes.cached(&at("11")), "an older event wakes nothing");
