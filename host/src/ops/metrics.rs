@@ -10,6 +10,9 @@
 //! - `orchard_passes_held_back_total{plugin}`: passes that waited because the cache did not
 //!   yet hold the host's own last write to the object ([`crate::reconcile::machinery::writes`]):
 //!   a rate well above the rate of writes means the kind's watch lags;
+//! - `orchard_passes_on_stale_cache_total{plugin}`: passes that ran on an object older than the
+//!   host's own last write to it, the cache not having caught up within 2 s (a watch that
+//!   lags or stalls: alerted on);
 //! - `orchard_events_dropped_total{plugin}`: Events not posted because the plugin's Event
 //!   lanes were full (the apiserver fell behind);
 //! - `orchard_plugin_http_connections_total{plugin}`: connections the plugin's outbound HTTP
@@ -102,6 +105,7 @@ pub struct Metrics {
     wasm_instances: Family<PluginLabels, Counter>,
     queue_depth: Family<PluginLabels, Gauge>,
     held_back: Family<PluginLabels, Counter>,
+    stale_passes: Family<PluginLabels, Counter>,
     load_failures: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     http_connections: Family<PluginLabels, Counter>,
@@ -168,6 +172,12 @@ impl Metrics {
             "passes_held_back",
             "Passes that waited for the cache to hold the host's own last write",
             held_back.clone(),
+        );
+        let stale_passes = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "passes_on_stale_cache",
+            "Passes that ran on an object older than the host's own last write to it",
+            stale_passes.clone(),
         );
         let load_failures = Family::<PluginLabels, Counter>::default();
         registry.register(
@@ -238,6 +248,7 @@ impl Metrics {
             wasm_instances,
             queue_depth,
             held_back,
+            stale_passes,
             load_failures,
             events_dropped,
             http_connections,
@@ -342,6 +353,16 @@ impl Metrics {
             .inc();
     }
 
+    /// A pass of `plugin` ran on an object older than the host's own last write to it: the
+    /// cache had not caught up within its limit.
+    pub fn pass_on_stale_cache(&self, plugin: &str) {
+        self.stale_passes
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
     /// The objects `plugin`'s work queue holds: due, being passed, or waiting for a time.
     pub fn set_queue_depth(&self, plugin: &str, depth: usize) {
         self.queue_depth
@@ -361,6 +382,7 @@ impl Metrics {
         let _ = self.load_failures.get_or_create(&labels);
         let _ = self.events_dropped.get_or_create(&labels);
         let _ = self.held_back.get_or_create(&labels);
+        let _ = self.stale_passes.get_or_create(&labels);
         for &error in http_failures {
             let _ = self.http_failures.get_or_create(&HttpFailureLabels {
                 plugin: plugin.to_owned(),

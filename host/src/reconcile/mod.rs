@@ -36,7 +36,7 @@ use machinery::dependents::{self, DependentsIndex};
 use machinery::events;
 use machinery::queue::{Key, WorkQueue};
 use machinery::triggers::Triggers;
-use machinery::writes::OwnWrites;
+use machinery::writes::{Freshness, OwnWrites};
 use machinery::{backoff, guard};
 use ops::{KubeOps, ObjectOps};
 
@@ -688,18 +688,21 @@ async fn work(
     while let Some(key) = queue.next(stop).await {
         metrics.set_queue_depth(ctx.plugin(), queue.len());
         // Passed as the cache holds it now; gone from it, there is nothing to pass.
-        let held_back = lookup(&key).map(|obj| writes.holds_back(&obj));
+        let freshness = lookup(&key).map(|obj| writes.check(&obj));
         // Looked up again once let through: had the watch brought the host's write in between
         // the first lookup and the check (on another thread), the check found no entry, and
         // the first copy may predate the write; the cache holds it by then.
-        let next = match (held_back, lookup(&key)) {
+        let next = match (freshness, lookup(&key)) {
             (None, _) | (_, None) => None,
             // The watch event of that write wakes it; the limit is the worst case.
-            (Some(true), Some(_)) => {
+            (Some(Freshness::Behind), Some(_)) => {
                 metrics.pass_held_back(ctx.plugin());
                 Some(tokio::time::Instant::now() + machinery::writes::CATCH_UP)
             }
-            (Some(false), Some(obj)) => {
+            (Some(freshness), Some(obj)) => {
+                if freshness == Freshness::WaitedOut {
+                    metrics.pass_on_stale_cache(ctx.plugin());
+                }
                 match flow::reconcile(Arc::clone(&obj), Arc::clone(ctx)).await {
                     Ok(flow::Next::Wait) => None,
                     Ok(flow::Next::After(delay)) => Some(tokio::time::Instant::now() + delay),

@@ -12,7 +12,7 @@
 //! 1. Every write the host makes to an object of the kind MUST be recorded
 //!    ([`OwnWrites::wrote`]) with the `resourceVersion` the apiserver answered.
 //! 2. A worker MUST NOT pass an object whose cached `resourceVersion` is older than the one
-//!    recorded for it ([`OwnWrites::holds_back`]); the object waits for the cache, and the
+//!    recorded for it ([`OwnWrites::check`]); the object waits for the cache, and the
 //!    watch event that brings the write in MUST wake it ([`OwnWrites::cached`]). A cache that
 //!    does not catch up within [`CATCH_UP`] (a watch that stalls) no longer holds it back: the
 //!    pass runs on what the cache holds, as it would without this rule. A worker let through
@@ -35,6 +35,17 @@ use crate::reconcile::StoredMeta;
 
 /// How long a pass waits at most for the cache to hold the host's own last write.
 pub const CATCH_UP: Duration = Duration::from_secs(2);
+
+/// What [`OwnWrites::check`] found of a cached object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// As new as the host's last write to it, or newer: pass it.
+    Current,
+    /// Older: its pass waits for the cache.
+    Behind,
+    /// Older still after [`CATCH_UP`]: passed as cached (a watch that lags; counted).
+    WaitedOut,
+}
 
 /// One object's last own write.
 #[derive(Debug, Clone, Copy)]
@@ -85,33 +96,35 @@ impl OwnWrites {
         entry.version = entry.version.max(version);
     }
 
-    /// Whether `cached` is older than the host's last write to it, so that its pass waits
-    /// (rule 2). A pass that waited [`CATCH_UP`] is held back no longer.
-    pub fn holds_back(&self, cached: &DynamicObject) -> bool {
+    /// Whether `cached` may be passed, or must wait for the cache to hold the host's last write
+    /// to it (rule 2).
+    pub fn check(&self, cached: &DynamicObject) -> Freshness {
         let uid = cached.stored_uid();
         let mut entries = self.entries();
         let Some(entry) = entries.get_mut(&uid) else {
-            return false;
+            return Freshness::Current;
         };
         let behind = version_of(cached).is_some_and(|v| v < entry.version);
         let now = Instant::now();
         let waited_out = entry
             .waiting_since
             .is_some_and(|since| now.duration_since(since) >= CATCH_UP);
-        if !behind || waited_out {
-            if waited_out {
-                tracing::warn!(
-                    uid = %uid,
-                    cached = ?cached.metadata.resource_version,
-                    written = entry.version,
-                    "the cache did not catch up with the host's own write: passing the object as cached"
-                );
-            }
+        if !behind {
             entries.remove(&uid);
-            return false;
+            return Freshness::Current;
+        }
+        if waited_out {
+            tracing::warn!(
+                uid = %uid,
+                cached = ?cached.metadata.resource_version,
+                written = entry.version,
+                "the cache did not catch up with the host's own write: passing the object as cached"
+            );
+            entries.remove(&uid);
+            return Freshness::WaitedOut;
         }
         entry.waiting_since.get_or_insert(now);
-        true
+        Freshness::Behind
     }
 
     /// The cache now holds `obj` (a watch event); whether a pass waited for it, and so must be
@@ -164,29 +177,34 @@ mod tests {
         let writes = OwnWrites::default();
         writes.wrote(&at("12"));
         writes.wrote(&at("15"));
-        assert!(writes.holds_back(&at("12")), "older than the last write");
+        assert_eq!(
+            Freshness::Behind,
+            writes.check(&at("12")),
+            "older than the last write"
+        );
         assert!(
             !writes.cached(&at("14")),
             "an event older than the last write wakes nothing"
         );
-        assert!(writes.holds_back(&at("14")));
+        assert_eq!(Freshness::Behind, writes.check(&at("14")));
         assert!(
             writes.cached(&at("15")),
             "the write's own event wakes the pass"
         );
         assert!(writes.is_empty(), "the entry goes once the cache holds it");
-        assert!(!writes.holds_back(&at("15")));
+        assert_eq!(Freshness::Current, writes.check(&at("15")));
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_object_as_new_as_the_hosts_last_write_or_newer_passes_at_once() {
         let writes = OwnWrites::default();
         writes.wrote(&at("12"));
-        assert!(!writes.holds_back(&at("12")));
+        assert_eq!(Freshness::Current, writes.check(&at("12")));
         assert!(writes.is_empty());
         writes.wrote(&at("12"));
-        assert!(
-            !writes.holds_back(&at("20")),
+        assert_eq!(
+            Freshness::Current,
+            writes.check(&at("20")),
             "someone wrote after the host"
         );
         assert!(!writes.cached(&at("20")), "no pass waited: nothing to wake");
@@ -196,16 +214,18 @@ mod tests {
     async fn a_cache_that_does_not_catch_up_holds_a_pass_back_no_longer_than_the_limit() {
         let writes = OwnWrites::default();
         writes.wrote(&at("12"));
-        assert!(writes.holds_back(&at("10")));
+        assert_eq!(Freshness::Behind, writes.check(&at("10")));
         tokio::time::advance(CATCH_UP.saturating_sub(Duration::from_millis(1))).await;
-        assert!(
-            writes.holds_back(&at("10")),
+        assert_eq!(
+            Freshness::Behind,
+            writes.check(&at("10")),
             "within the limit it still waits"
         );
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(
-            !writes.holds_back(&at("10")),
-            "past the limit the pass runs"
+        assert_eq!(
+            Freshness::WaitedOut,
+            writes.check(&at("10")),
+            "past the limit the pass runs, counted"
         );
         assert!(writes.is_empty());
     }
@@ -238,10 +258,10 @@ mod tests {
         writes.wrote(&at("opaque-1"));
         assert!(writes.is_empty(), "not recorded");
         writes.wrote(&at("12"));
-        assert!(!writes.holds_back(&at("opaque-0")));
+        assert_eq!(Freshness::Current, writes.check(&at("opaque-0")));
         writes.wrote(&at("12"));
         writes.forget(&at("10"));
         assert!(writes.is_empty());
-        assert!(!writes.holds_back(&at("10")));
+        assert_eq!(Freshness::Current, writes.check(&at("10")));
     }
 }
