@@ -834,15 +834,23 @@ async fn an_interrupted_create_is_looked_for_by_adoption_before_creating_again()
     );
 }
 
+/// `system`, declaring `shortcuts`.
+fn declaring(shortcuts: Shortcuts, system: System) -> System {
+    System {
+        shortcuts,
+        ..system
+    }
+}
+
 /// A plugin whose external system refuses a duplicate create.
 fn refusing_duplicates(system: System) -> System {
-    System {
-        shortcuts: Shortcuts {
+    declaring(
+        Shortcuts {
             create_refuses_duplicates: true,
             ..Shortcuts::default()
         },
-        ..system
-    }
+        system,
+    )
 }
 
 #[tokio::test]
@@ -941,6 +949,42 @@ async fn a_refused_create_that_several_resources_match_is_terminal_and_adopts_no
     assert!(message.contains("2 existing resources"), "{message}");
     assert!(w.object().data["status"]["id"].is_null());
     assert!(w.ctx.claims.is_empty(), "nothing claimed");
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=false)",
+            "status(id=null)",
+            "event InvalidConfiguration"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_create_whose_lookup_does_not_apply_keeps_the_creates_own_failure() {
+    // (A plugin that declares refused duplicates must look for every object it creates; one
+    // that answers `none` anyway gets the create's own failure, not a guess.)
+    let w = World::with(
+        refusing_duplicates(System {
+            cannot_adopt: true,
+            ..System::creating(CreateMode::Fails(Failure::Transient("409".into())))
+        }),
+        managed("a"),
+    );
+    let (pass, next) = w.pass().await;
+    assert!(pass.failure.is_some());
+    assert!(matches!(next, Next::After(_)), "{next:?}");
+    assert_eq!(w.system.calls(), ["create", "list-for-adoption"]);
+    let (_, reason, message) = condition(&w.object(), "Progressing");
+    assert_eq!(reason, "TransientError");
+    assert!(message.contains("409"), "{message}");
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=false)",
+            "status(id=null)",
+            "event TransientError"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -1525,13 +1569,13 @@ async fn delete_removes_the_resource_then_releases_the_finalizer_only() {
 
 /// A plugin whose external system deletes synchronously.
 fn deleting_synchronously(system: System) -> System {
-    System {
-        shortcuts: Shortcuts {
+    declaring(
+        Shortcuts {
             delete_is_synchronous: true,
             ..Shortcuts::default()
         },
-        ..system
-    }
+        system,
+    )
 }
 
 #[tokio::test]
@@ -2852,6 +2896,73 @@ async fn a_worker_holds_back_an_object_cached_before_the_hosts_own_last_write_un
     };
     super::work(&queue, fresh, &writes, &ctx, &stop).await;
     assert!(!w.system.calls().is_empty(), "the fresh object is passed");
+    assert!(writes.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_passes_an_object_as_cached_once_the_cache_has_lagged_past_its_limit_and_counts_it()
+ {
+    use super::machinery::queue::{Key, WorkQueue};
+    use tokio_util::sync::CancellationToken;
+    let w = World::new(managed("a"));
+    let ctx = w.context(Settings::default());
+    let stale = {
+        let mut obj = w.object();
+        obj.metadata.resource_version = Some("10".to_owned());
+        obj
+    };
+    let writes = OwnWrites::default();
+    let mut written = stale.clone();
+    written.metadata.resource_version = Some("12".to_owned());
+    writes.wrote(&written);
+    let queue = WorkQueue::default();
+    let key = Key::of(&stale);
+    let run_once = || async {
+        let stop = CancellationToken::new();
+        queue.trigger(key.clone());
+        let lookup = |_: &Key| {
+            stop.cancel();
+            Some(Arc::new(stale.clone()))
+        };
+        super::work(&queue, lookup, &writes, &ctx, &stop).await;
+    };
+    let counted = || {
+        let series = format!(
+            "orchard_passes_on_stale_cache_total{{plugin=\"{}\"}} ",
+            ctx.plugin()
+        );
+        crate::ops::metrics::global()
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix(&series)?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let before = counted();
+    run_once().await;
+    assert!(w.system.calls().is_empty(), "held back at first");
+    assert!(w.cluster.writes().is_empty());
+    tokio::time::advance(super::machinery::writes::CATCH_UP).await;
+    run_once().await;
+    // Passed as cached, as it would be without the rule: a new object is created.
+    assert_eq!(
+        w.system.calls(),
+        [
+            "list-for-adoption",
+            "create",
+            "reconcilers",
+            "available",
+            "observed"
+        ]
+    );
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=false)",
+            "event Created",
+            "status(id=\"ext-a\")"
+        ]
+    );
+    assert!(counted() - before >= 1.0, "the late cache is counted");
     assert!(writes.is_empty());
 }
 

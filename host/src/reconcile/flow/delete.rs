@@ -63,19 +63,10 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
         return release(obj, ctx).await;
     }
 
-    // Cannot fail: a DynamicObject is JSON already (string keys only).
-    let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
-    let resolution = deps::resolve(
-        ctx.ops.as_ref(),
-        &ctx.description,
-        obj,
-        envelope,
-        Purpose::Delete,
-    )
-    .await?;
-    if let Some(progress) = resolution.fill(&mut mo) {
-        return Ok(Pass::waiting(progress));
-    }
+    let mo = match deps::managed_object(ctx, obj, envelope, Purpose::Delete).await? {
+        Ok(mo) => mo,
+        Err(progress) => return Ok(Pass::waiting(progress)),
+    };
 
     // Every call of the pass goes to one view of the plugin (one instance for a component).
     let view = ctx.actuator.for_pass();
@@ -114,28 +105,25 @@ pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Res
     if !pass.is_done() {
         return Ok(pass);
     }
-    if ctx.description.shortcuts.delete_is_synchronous {
-        // The plugin's system deletes at once: done is gone, no need to read it back.
-        ctx.ops
-            .publish(obj, Note::normal("Deleted", format!("deleted {}", res.id)))
-            .await;
-        return release(obj, ctx).await;
-    }
-    // Gone already? Then release now; else poll until it is.
-    match answer(actuator.get_by_id(&mo, &res.id).await) {
-        Ok(None) => {
-            ctx.ops
-                .publish(obj, Note::normal("Deleted", format!("deleted {}", res.id)))
-                .await;
-            release(obj, ctx).await
+    // Gone already? Then release now; else poll until it is. (A plugin's system that deletes
+    // synchronously has: done is gone, it is not read back.)
+    if !ctx.description.shortcuts.delete_is_synchronous {
+        match answer(actuator.get_by_id(&mo, &res.id).await) {
+            Ok(None) => {}
+            Err(f) => return Ok(Pass::failed(blocked(ctx, "get-by-id", &f))),
+            Ok(Some(_)) => {
+                return Ok(Pass::waiting(vec![Progress::WaitingOnExternal {
+                    event: WaitEvent::Deletion,
+                    message: format!("Waiting for {} to be deleted", res.id),
+                    poll_after: DELETE_POLL,
+                }]));
+            }
         }
-        Err(f) => Ok(Pass::failed(blocked(ctx, "get-by-id", &f))),
-        Ok(Some(_)) => Ok(Pass::waiting(vec![Progress::WaitingOnExternal {
-            event: WaitEvent::Deletion,
-            message: format!("Waiting for {} to be deleted", res.id),
-            poll_after: DELETE_POLL,
-        }])),
     }
+    ctx.ops
+        .publish(obj, Note::normal("Deleted", format!("deleted {}", res.id)))
+        .await;
+    release(obj, ctx).await
 }
 
 /// What [`locate_for_delete`] found.

@@ -19,10 +19,10 @@ use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
 use super::envelope::Envelope;
-use crate::actuator::{Dependency, Description, Progress, WaitEvent};
+use crate::actuator::{Dependency, Description, ManagedObject, Progress, WaitEvent};
 use crate::reconcile::machinery::dependents::{SECRET, references};
 use crate::reconcile::ops::ObjectOps;
-use crate::reconcile::{Error, StoredMeta};
+use crate::reconcile::{Context, Error, StoredMeta};
 
 /// The API resource of Secrets.
 pub fn secret_resource() -> ApiResource {
@@ -95,7 +95,7 @@ pub enum Resolution {
 
 impl Resolution {
     /// Puts what was resolved into `mo`; `Some(progress)` when the pass must wait instead.
-    pub fn fill(self, mo: &mut crate::actuator::ManagedObject) -> Option<Vec<Progress>> {
+    pub fn fill(self, mo: &mut ManagedObject) -> Option<Vec<Progress>> {
         match self {
             Self::Waiting(progress) => Some(progress),
             Self::Ready {
@@ -209,6 +209,24 @@ pub async fn resolve(
         }
     } else {
         Resolution::Waiting(waiting)
+    })
+}
+
+/// The object as the plugin sees it, with what `purpose` needs of its dependencies and
+/// credentials filled in from the caches ([`resolve`]); `Err(progress)` while something
+/// needed is missing or not ready. The head of both flows.
+pub async fn managed_object(
+    ctx: &Context,
+    obj: &DynamicObject,
+    envelope: &Envelope,
+    purpose: Purpose,
+) -> Result<Result<ManagedObject, Vec<Progress>>, Error> {
+    // Cannot fail: a DynamicObject is JSON already (string keys only).
+    let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
+    let resolution = resolve(ctx.ops.as_ref(), &ctx.description, obj, envelope, purpose).await?;
+    Ok(match resolution.fill(&mut mo) {
+        Some(progress) => Err(progress),
+        None => Ok(mo),
     })
 }
 

@@ -47,21 +47,14 @@ enum Found {
 
 /// Runs the flow over `obj`.
 pub async fn run(obj: &DynamicObject, ctx: &Context, envelope: &Envelope) -> Result<Pass, Error> {
-    // Cannot fail: a DynamicObject is JSON already (string keys only).
-    let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
-    let resolution = deps::resolve(
-        ctx.ops.as_ref(),
-        &ctx.description,
-        obj,
-        envelope,
-        Purpose::Create,
-    )
-    .await?;
-    if let Some(progress) = resolution.fill(&mut mo) {
-        // Nothing external happens while waiting, but a missing finalizer is put back.
-        ensure_finalizer(obj, ctx).await?;
-        return Ok(Pass::waiting(progress));
-    }
+    let mut mo = match deps::managed_object(ctx, obj, envelope, Purpose::Create).await? {
+        Ok(mo) => mo,
+        Err(progress) => {
+            // Nothing external happens while waiting, but a missing finalizer is put back.
+            ensure_finalizer(obj, ctx).await?;
+            return Ok(Pass::waiting(progress));
+        }
+    };
 
     // Every call of the pass goes to one view of the plugin (one instance for a component).
     let view = ctx.actuator.for_pass();
