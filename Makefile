@@ -10,7 +10,8 @@ PY_SDK := $(wildcard sdk/python/orchard_sdk/*.py) sdk/python/build.sh sdk/python
 JS_SDK := $(wildcard sdk/js/src/*.js) sdk/js/build.mjs sdk/js/package-lock.json
 WIT := $(wildcard wit/*.wit wit/deps/*/*.wit)
 RABBITMQ_CLIENT := plugins/rabbitmq-client/rabbitmq_client.py
-GO_SDK := $(wildcard sdk/go/*.go sdk/go/go.mod sdk/go/go.sum sdk/go/schema/*.go sdk/go/internal/wit/*/*.go sdk/go/internal/wit/*/*/*.go) sdk/go/build.sh sdk/go/gowork.sh sdk/guest-tools.sh
+GO_SDK := $(wildcard sdk/go/*.go sdk/go/go.mod sdk/go/go.sum sdk/go/schema/*.go sdk/go/internal/wit/*/*.go sdk/go/internal/wit/*/*/*.go) sdk/go/build.sh sdk/go/gowork.sh sdk/guest-tools.sh \
+	sdk/go/runtime_reseed.go.in $(wildcard tools/preinit/src/*.rs) tools/preinit/Cargo.toml
 C_SDK := $(wildcard sdk/c/*.c sdk/c/*.h) sdk/c/build.sh sdk/guest-tools.sh
 GO_PLUGIN_DIRS := plugins/rabbitmq-exchange plugins/pdns-tsig-go
 GUEST_PLUGINS := $(PLUGIN_DIR)/rabbitmq_vhost.wasm $(PLUGIN_DIR)/rabbitmq_queue.wasm $(PLUGIN_DIR)/rabbitmq_user.wasm \

@@ -73,6 +73,8 @@ bash sdk/c/tests/component.sh "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debu
 bash sdk/python/tests/component.sh "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/orchard" \
   "$(realpath -m "${CARGO_TARGET_DIR:-target}")/wasm32-wasip2/plugin/rabbitmq_vhost.wasm" \
   "$(realpath -m "${CARGO_TARGET_DIR:-target}")/wasm32-wasip2/plugin/python_versioned_example.wasm"
+# A pre-initialised Go component: package init is the build's, each instance's random state its own.
+bash sdk/go/tests/component.sh "$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/orchard"
 
 step "lints and API docs (rustfmt, clippy pedantic, rustdoc, all as errors)"
 cargo fmt --all -- --check

@@ -47,13 +47,29 @@ check_modules "$plugin"
 ORCHARD_SDK_BUILT_DESCRIPTION="$work/built_description_wasip1.go" "$work/describe" \
   || die "the plugin's Describe or Versions failed when run natively (see above)"
 [ -s "$work/built_description_wasip1.go" ] || die "the plugin wrote no description: does its init call orchard.Export?"
-printf '{"Replace":{"%s":"%s"}}\n' "$SDK/built_description_wasip1.go" "$work/built_description_wasip1.go" >"$work/overlay.json"
-# -checklinkname=0: the wit runtime links to runtime.sbrk.
+# The second overlay entry adds a file to package runtime: runtime.orchardReseed, which each
+# instance of the pre-initialised module calls (preinit_wasi.go).
+printf '{"Replace":{"%s":"%s","%s":"%s"}}\n' \
+  "$SDK/built_description_wasip1.go" "$work/built_description_wasip1.go" \
+  "$(go env GOROOT)/src/runtime/orchard_reseed.go" "$SDK/runtime_reseed.go.in" >"$work/overlay.json"
+# -checklinkname=0: the wit runtime links to runtime.sbrk, the SDK to runtime.orchardReseed.
 (cd "$plugin" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -overlay="$work/overlay.json" \
   -ldflags="-s -w -checklinkname=0" -o "$work/core.wasm" .)
+# Pre-initialised (tools/preinit): the Go runtime's start-up and every package's init functions
+# run once, here, and each instance starts from the memory they left — ≈ 0.5 ms less a call
+# (docs/benchmarks.md). Each instance runs only the SDK's resume (preinit_wasi.go), exported as
+# _initialize. The tool is built as `make test` builds the workspace (`cargo test` resolves the
+# features: one build of wasmtime for it and the host).
+preinit=${ORCHARD_PREINIT:-}
+if [ -z "$preinit" ]; then
+  root=$(cd "$SDK/../.." && pwd)
+  (cd "$root" && cargo test --workspace --no-run --quiet --test preinit) || die "tools/preinit did not build (above)"
+  preinit=$(cd "$root" && realpath -m "${CARGO_TARGET_DIR:-target}")/debug/orchard-preinit
+fi
+"$preinit" "$work/core.wasm" -o "$work/core.pre.wasm" --resume orchard-resume
 # The world shortcut-actuator-plugin: every Go component exports conversion (WIT 0.1.2) and
 # orchard:shortcuts (0.1.0).
-"$WASM_TOOLS" component embed --world shortcut-actuator-plugin "$SDK/../../wit" "$work/core.wasm" -o "$work/embed.wasm"
+"$WASM_TOOLS" component embed --world shortcut-actuator-plugin "$SDK/../../wit" "$work/core.pre.wasm" -o "$work/embed.wasm"
 mkdir -p "$(dirname "$out")"
 "$WASM_TOOLS" component new "$work/embed.wasm" --adapt "wasi_snapshot_preview1=$WASI_ADAPTER" -o "$out.tmp"
 "$WASM_TOOLS" validate "$out.tmp"

@@ -1,0 +1,5 @@
+module orchard.dev/tests/preinit
+
+go 1.26
+
+require orchard.dev/sdk v0.0.0
