@@ -9,7 +9,7 @@
 #
 # Tools: go >= 1.26 on PATH (the go line of the SDK's go.mod and of the go.work below; with
 # GOTOOLCHAIN=local an older go stops with "requires go >= 1.26"), wasm-tools and the reactor
-# adapter from sdk/install-tools.sh.
+# adapter from sdk/install-tools.sh; cargo, for tools/preinit (built from this checkout).
 # GOCACHE defaults to ~/.cache/orchard/go-build so that rebuilds are quick.
 set -euo pipefail
 SDK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

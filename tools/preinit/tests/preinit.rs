@@ -198,3 +198,15 @@ fn a_module_without_the_init_or_the_resume_export_is_refused_naming_it() {
         "the module exports no function `orchard-resume` taking and returning nothing"
     );
 }
+
+#[test]
+fn a_passive_data_segment_is_refused_naming_it() {
+    let wat = r#"(module (memory (export "memory") 1)
+      (data (i32.const 0) "a") (data "passive")
+      (func (export "_initialize")))"#;
+    let error = run(&wat::parse_str(wat).unwrap(), &Options::default()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "data segment 1: only active segments of memory 0 are merged"
+    );
+}
