@@ -276,6 +276,9 @@ pub struct Shortcuts {
     pub create_refuses_duplicates: bool,
     /// A `delete` that answers done has removed the resource: no `get-by-id` after it.
     pub delete_is_synchronous: bool,
+    /// `delete` needs only the resource's id and answers done for one that is gone: an object
+    /// with a `status.id` is deleted by it, without a `get-by-id` first.
+    pub delete_by_id: bool,
 }
 
 impl Shortcuts {

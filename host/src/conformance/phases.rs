@@ -1078,9 +1078,20 @@ impl<'a> Kit<'a> {
     async fn delete(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
         let obj = self.managed(&res.id);
+        let shortcuts = self.shortcuts();
+        // A plugin that deletes by id gets what the host sends it: the id, no state read.
+        let target = if shortcuts.delete_by_id {
+            ev.note(format!(
+                "delete {} by id, its state null (delete-by-id)",
+                res.id
+            ));
+            by_id(&res.id)
+        } else {
+            res.clone()
+        };
         match retry(
             &self.budget,
-            async || self.actuator.delete(&obj, res).await,
+            async || self.actuator.delete(&obj, &target).await,
             transient_status,
         )
         .await
@@ -1088,7 +1099,7 @@ impl<'a> Kit<'a> {
             Ok(s) if s.failure.is_some() => {
                 return ev.fail(format!("delete {} answered {}", res.id, status(&s)));
             }
-            Ok(s) if !s.progress.is_empty() && self.shortcuts().delete_is_synchronous => {
+            Ok(s) if !s.progress.is_empty() && shortcuts.delete_is_synchronous => {
                 return ev.fail(format!(
                     "delete {} answered {}: the plugin declares delete-is-synchronous (orchard:shortcuts), so a delete answers done or a failure",
                     res.id,
@@ -1098,9 +1109,9 @@ impl<'a> Kit<'a> {
             Ok(s) => ev.note(format!("delete {} answered {}", res.id, status(&s))),
             Err(e) => return ev.fail(format!("delete {}: {}", res.id, call(&e))),
         }
-        if self.shortcuts().delete_is_synchronous {
+        if shortcuts.delete_is_synchronous {
             // Read once, at once: the host releases the object without reading it back.
-            return match self.actuator.get_by_id(&obj, &res.id).await {
+            match self.actuator.get_by_id(&obj, &res.id).await {
                 Ok(Ok(None)) => {
                     self.ledger.gone(&res.id);
                     self.deleted = true;
@@ -1108,32 +1119,67 @@ impl<'a> Kit<'a> {
                         "get-by-id {} answers none right after the delete (delete-is-synchronous)",
                         res.id
                     ));
+                }
+                Ok(Ok(Some(_))) => {
+                    return ev.fail(format!(
+                        "get-by-id {} still finds it right after the delete answered done: the plugin declares delete-is-synchronous (orchard:shortcuts), so the host would release the object while the resource exists",
+                        res.id
+                    ));
+                }
+                Ok(Err(f)) => {
+                    return ev.fail(format!("get-by-id {} failed: {}", res.id, failure(&f)));
+                }
+                Err(e) => return ev.fail(format!("get-by-id {}: {}", res.id, call(&e))),
+            }
+        } else {
+            match wait_gone(self.actuator, &obj, &res.id, &self.budget).await {
+                GoneAnswer::Gone => {
+                    self.ledger.gone(&res.id);
+                    self.deleted = true;
+                    ev.note(format!("get-by-id {} answers none", res.id));
+                }
+                GoneAnswer::Still(why) => return ev.fail(why),
+            }
+        }
+        if shortcuts.delete_by_id {
+            // The host deletes by id without reading first, so it also deletes ids whose
+            // resource is gone (after a crash before the finalizer went): that MUST be done,
+            // or the object would keep its finalizer for ever.
+            return match self.actuator.delete(&obj, &by_id(&res.id)).await {
+                Ok(s) if s.failure.is_none() && s.progress.is_empty() => {
+                    ev.note(format!(
+                        "a delete of {} by id, already gone, answered done (delete-by-id)",
+                        res.id
+                    ));
                     ev.pass()
                 }
-                Ok(Ok(Some(_))) => ev.fail(format!(
-                    "get-by-id {} still finds it right after the delete answered done: the plugin declares delete-is-synchronous (orchard:shortcuts), so the host would release the object while the resource exists",
-                    res.id
+                Ok(s) => ev.fail(format!(
+                    "a delete of {} by id, already gone, answered {}: the plugin declares delete-by-id (orchard:shortcuts), so the host deletes ids it did not read and a gone one MUST answer done",
+                    res.id,
+                    status(&s)
                 )),
-                Ok(Err(f)) => ev.fail(format!("get-by-id {} failed: {}", res.id, failure(&f))),
-                Err(e) => ev.fail(format!("get-by-id {}: {}", res.id, call(&e))),
+                Err(e) => ev.fail(format!(
+                    "a delete of {} by id, already gone: {}",
+                    res.id,
+                    call(&e)
+                )),
             };
         }
-        match wait_gone(self.actuator, &obj, &res.id, &self.budget).await {
-            GoneAnswer::Gone => {
-                self.ledger.gone(&res.id);
-                self.deleted = true;
-                ev.note(format!("get-by-id {} answers none", res.id));
-                ev.pass()
-            }
-            GoneAnswer::Still(why) => ev.fail(why),
-        }
+        ev.pass()
     }
 
     async fn delete_idempotent(&mut self, res: &ExternalResource) -> Verdict {
         let mut ev = Evidence::default();
         match retry(
             &self.budget,
-            async || self.actuator.delete(&self.managed(&res.id), res).await,
+            async || {
+                let target = if self.shortcuts().delete_by_id {
+                    by_id(&res.id)
+                } else {
+                    res.clone()
+                };
+                self.actuator.delete(&self.managed(&res.id), &target).await
+            },
             transient_status,
         )
         .await
@@ -1251,5 +1297,14 @@ impl<'a> Kit<'a> {
         self.ledger
             .clean(self.actuator, &sample, &self.budget)
             .await
+    }
+}
+
+/// The resource the host passes to `delete` for a plugin that declares delete-by-id: its id,
+/// no state read (JSON `null`).
+fn by_id(id: &str) -> ExternalResource {
+    ExternalResource {
+        id: id.to_owned(),
+        state: Value::Null,
     }
 }

@@ -790,11 +790,55 @@ async fn a_conversion_that_loses_fields_fails_conversion_round_trip_showing_both
     );
 }
 
-/// Both shortcuts of `orchard:shortcuts`.
+/// Both shortcuts of `orchard:shortcuts` that skip reads after a call.
 const BOTH: Shortcuts = Shortcuts {
     create_refuses_duplicates: true,
     delete_is_synchronous: true,
+    delete_by_id: false,
 };
+
+/// Deleting by id, synchronously (pdns-zone's declaration of the delete).
+const BY_ID: Shortcuts = Shortcuts {
+    create_refuses_duplicates: false,
+    delete_is_synchronous: true,
+    delete_by_id: true,
+};
+
+#[tokio::test(start_paused = true)]
+async fn a_plugin_that_deletes_by_id_is_checked_deleting_by_id_and_again_once_gone() {
+    let fake = Fake::new(Break::Nothing).declaring(BY_ID);
+    let r = report(&fake).await;
+    assert!(r.passed, "{}", r.table());
+    let ev = evidence(&r, Rule::Delete);
+    assert!(
+        ev.contains("by id, its state null (delete-by-id)")
+            && ev.contains("already gone, answered done (delete-by-id)"),
+        "{ev}"
+    );
+    assert!(fake.ids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_that_errors_for_a_gone_id_breaks_a_declared_delete_by_id() {
+    // Only a SHOULD for the generic flow (above), a MUST for a plugin deleting by id: the
+    // host deletes ids it did not read, so a gone one failing would keep the finalizer.
+    let fake = Fake::new(Break::DeleteErrorsWhenGone).declaring(BY_ID);
+    let r = report(&fake).await;
+    assert!(!r.passed, "{}", r.table());
+    assert_eq!(
+        r.failed(),
+        vec![Rule::Delete, Rule::DeleteIdempotent],
+        "{}",
+        r.table()
+    );
+    assert!(
+        evidence(&r, Rule::Delete).contains(
+            "the plugin declares delete-by-id (orchard:shortcuts), so the host deletes ids it did not read and a gone one MUST answer done"
+        ),
+        "{}",
+        r.table()
+    );
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_plugin_that_keeps_the_shortcuts_it_declares_passes_every_rule() {

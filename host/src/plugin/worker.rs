@@ -68,6 +68,7 @@ fn controller_shape(d: &Description, spec: &PluginSpec) -> Value {
         d.needs_credentials,
         d.shortcuts.create_refuses_duplicates,
         d.shortcuts.delete_is_synchronous,
+        d.shortcuts.delete_by_id,
         d.dependencies
             .iter()
             .map(|dep| json!([
@@ -485,6 +486,7 @@ mod tests {
             shortcuts: crate::actuator::Shortcuts {
                 create_refuses_duplicates: true,
                 delete_is_synchronous: true,
+                delete_by_id: true,
             },
         };
         let wider_schema = Description {

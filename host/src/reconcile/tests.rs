@@ -73,6 +73,8 @@ struct System {
     /// The shortcuts the plugin declares; with `create_refuses_duplicates`, `create` refuses
     /// a name that exists (changing nothing).
     shortcuts: Shortcuts,
+    /// The resources `delete` was called with, in order.
+    deleted: Mutex<Vec<ExternalResource>>,
 }
 
 impl System {
@@ -249,6 +251,7 @@ impl Actuator for System {
     }
     async fn delete(&self, _: &ManagedObject, res: &ExternalResource) -> CallResult<Status> {
         self.call("delete");
+        self.deleted.lock().unwrap().push(res.clone());
         if let Err(e) = self.fails("delete") {
             return e.map(Status::from);
         }
@@ -1618,6 +1621,117 @@ async fn a_synchronous_delete_that_fails_keeps_the_finalizer() {
         0,
         "the finalizer stays: {writes:?}"
     );
+}
+
+/// A plugin that deletes by id, synchronously (as pdns-zone declares).
+fn deleting_by_id(system: System) -> System {
+    declaring(
+        Shortcuts {
+            delete_is_synchronous: true,
+            delete_by_id: true,
+            ..Shortcuts::default()
+        },
+        system,
+    )
+}
+
+#[tokio::test]
+async fn a_plugin_that_deletes_by_id_is_called_with_the_status_id_and_no_read_before_or_after() {
+    let w = World::with(deleting_by_id(System::default()), managed("a"));
+    w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert_eq!(w.system.calls(), ["delete"]);
+    assert_eq!(
+        *w.system.deleted.lock().unwrap(),
+        [System::res("ext-a", &Value::Null)],
+        "the status.id, no state read"
+    );
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
+    assert!(!w.system.has("ext-a"));
+}
+
+#[tokio::test]
+async fn a_delete_by_id_of_a_resource_already_gone_releases_the_object() {
+    let w = World::with(deleting_by_id(System::default()), managed("a"));
+    w.pass().await;
+    w.system.resources.lock().unwrap().remove("ext-a");
+    w.system.calls();
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert_eq!(w.system.calls(), ["delete"]);
+}
+
+#[tokio::test]
+async fn a_delete_by_id_that_fails_keeps_the_finalizer() {
+    let w = World::with(deleting_by_id(System::default()), managed("a"));
+    w.pass().await;
+    w.cluster.writes();
+    w.system.calls();
+    w.system
+        .failing
+        .lock()
+        .unwrap()
+        .insert("delete", Some(Failure::Transient("busy".into())));
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(!pass.released);
+    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
+    assert!(w.system.has("ext-a"));
+    assert_eq!(w.system.calls(), ["delete"]);
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(
+        metadata_writes(&writes),
+        0,
+        "the finalizer stays: {writes:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_that_deletes_by_id_asynchronously_is_read_back_until_the_resource_is_gone() {
+    let w = World::with(
+        declaring(
+            Shortcuts {
+                delete_by_id: true,
+                ..Shortcuts::default()
+            },
+            System::default(),
+        ),
+        managed("a"),
+    );
+    w.pass().await;
+    *w.system.slow_delete.lock().unwrap() = 1;
+    w.system.calls();
+    w.delete();
+    let (_, next) = w.pass().await;
+    assert_eq!(next, Next::After(super::flow::delete::DELETE_POLL));
+    assert_eq!(w.system.calls(), ["delete", "get-by-id"], "no read before");
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+}
+
+#[tokio::test]
+async fn a_plugin_that_deletes_by_id_finds_the_orphan_of_an_interrupted_create_by_adoption() {
+    let w = World::with(deleting_by_id(System::default()), managed("a"));
+    w.system.put("ext-a", "a");
+    w.set(|o| o.metadata.finalizers = Some(vec![FINALIZER.into()]));
+    w.delete();
+    let (pass, _) = w.pass().await;
+    assert!(pass.released);
+    assert_eq!(w.system.calls(), ["list-for-adoption", "delete"]);
+    assert_eq!(
+        *w.system.deleted.lock().unwrap(),
+        [System::res("ext-a", &json!({"name": "a"}))],
+        "without a status.id the resource is found, and passed as found"
+    );
+    assert!(!w.system.has("ext-a"));
 }
 
 #[tokio::test]

@@ -28,9 +28,11 @@ pub const CONVERSION_EXPORT: &str = "orchard:actuator/conversion@0.1.2";
 /// The name of the optional `shortcuts` export.
 pub const SHORTCUTS_EXPORT: &str = "orchard:shortcuts/shortcuts@0.1.0";
 
-/// The optional exports, `conversion` and `shortcuts`, from the world that has both
-/// (`shortcut-actuator-plugin` includes `versioned-actuator-plugin`): their imports and shared
-/// types are those above. Each is looked up on its own, so a component may have either.
+/// The optional exports from the world that has both (`shortcut-actuator-plugin` includes
+/// `versioned-actuator-plugin`): their imports and shared types are those above. Each is
+/// looked up on its own, so a component may have either. Only `conversion` is used through
+/// these bindings: `shortcuts` is read by flag name (`super::shortcuts`), so that its flags
+/// can grow.
 pub mod optional {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -48,5 +50,4 @@ pub mod optional {
     });
 
     pub use self::exports::orchard::actuator::conversion;
-    pub use self::exports::orchard::shortcuts::shortcuts;
 }

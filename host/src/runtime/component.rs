@@ -38,11 +38,12 @@ use serde_json::Value;
 use tracing::Instrument;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::optional::{conversion, shortcuts};
+use super::bindings::optional::conversion;
 use super::bindings::{ActuatorPlugin, ActuatorPluginIndices, ActuatorPluginPre, wit};
 use super::egress::Egress;
 use super::engine;
 use super::limits::Limits;
+use super::shortcuts::{self, ShortcutsExport};
 use super::state::PluginState;
 use crate::actuator::contract::{Boundary, RawApiVersion, RawConvertible, RawDescription};
 use crate::actuator::{
@@ -60,7 +61,7 @@ pub(crate) struct Loaded {
     /// Where the optional `conversion` export is (`None`: the kind has one version).
     pub(crate) conversion: Option<conversion::GuestIndices>,
     /// Where the optional `shortcuts` export is (`None`: the generic flow).
-    pub(crate) shortcuts: Option<shortcuts::GuestIndices>,
+    pub(crate) shortcuts: Option<ShortcutsExport>,
     pub(crate) limits: Limits,
     pub(crate) egress: Arc<Egress>,
     pub(crate) digest: String,
@@ -76,7 +77,7 @@ struct Live {
 /// The optional exports of one instance, those the plugin has.
 struct OptionalExports {
     conversion: Option<conversion::Guest>,
-    shortcuts: Option<shortcuts::Guest>,
+    shortcuts: Option<wasmtime::component::Func>,
 }
 
 /// A loaded plugin, or one pass's view of it ([`Actuator::for_pass`]).
@@ -434,19 +435,22 @@ impl Actuator for ComponentActuator {
                 S,
                 "",
                 async |_, o, s| match &o.shortcuts {
-                    Some(sc) => sc.call_shortcuts(s).await,
+                    Some(func) => shortcuts::call(func, s).await,
                     // Loaded with the export, so every instance has it.
                     None => Err(wasmtime::format_err!(
                         "the instance has no shortcuts export"
                     )),
                 },
-                |flags| {
-                    Ok(Shortcuts {
-                        create_refuses_duplicates: flags
-                            .contains(shortcuts::Shortcut::CREATE_REFUSES_DUPLICATES),
-                        delete_is_synchronous: flags
-                            .contains(shortcuts::Shortcut::DELETE_IS_SYNCHRONOUS),
-                    })
+                |names| {
+                    let (declared, unknown) = shortcuts::from_names(&names);
+                    if !unknown.is_empty() {
+                        tracing::warn!(
+                            plugin = %self.loaded.name,
+                            unknown = %unknown.join(", "),
+                            "the plugin declares shortcuts this host does not know; it gets the generic flow for them"
+                        );
+                    }
+                    Ok(declared)
                 },
             )
             .await?

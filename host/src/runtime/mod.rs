@@ -8,6 +8,7 @@ mod component;
 pub mod egress;
 pub mod engine;
 pub mod limits;
+mod shortcuts;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -23,8 +24,9 @@ pub use engine::Allocation;
 pub use limits::Limits;
 pub use state::CALL_DEADLINE_ENV;
 
-use bindings::optional::{conversion, shortcuts};
+use bindings::optional::conversion;
 use bindings::{ActuatorPluginIndices, ActuatorPluginPre};
+use shortcuts::ShortcutsExport;
 use state::PluginState;
 
 /// Errors of the runtime.
@@ -160,13 +162,7 @@ impl Runtime {
             Some(_) => Some(conversion::GuestIndices::new(&pre).map_err(world)?),
             None => None,
         };
-        let shortcuts = match loaded
-            .component
-            .get_export_index(None, bindings::SHORTCUTS_EXPORT)
-        {
-            Some(_) => Some(shortcuts::GuestIndices::new(&pre).map_err(world)?),
-            None => None,
-        };
+        let shortcuts = ShortcutsExport::find(&loaded.component).map_err(world)?;
         let pre = ActuatorPluginPre::new(pre).map_err(world)?;
         tracing::info!(
             plugin = name,

@@ -125,13 +125,15 @@ impl Actuator for PdnsZone {
         }
     }
 
-    /// PowerDNS refuses a zone name that exists (`409 Conflict`, nothing changed) and deletes a
-    /// zone at once (`204`, then `404`): the host skips the lookup before a create and the
-    /// read after a delete.
+    /// PowerDNS refuses a zone name that exists (`409 Conflict`, nothing changed), deletes a
+    /// zone at once (`204`, then `404`) and by its id alone (a gone one answers `404`, which
+    /// is done): the host skips the lookup before a create, and the reads before and after a
+    /// delete.
     fn shortcuts(&self) -> orchard_sdk::Shortcuts {
         orchard_sdk::Shortcuts {
             create_refuses_duplicates: true,
             delete_is_synchronous: true,
+            delete_by_id: true,
         }
     }
 
@@ -212,7 +214,11 @@ impl Actuator for PdnsZone {
     }
 
     fn delete(&self, obj: &Object<ZoneSpec>, res: &Resource<Zone>) -> Result<Status, Failure> {
-        Client::for_object(obj)?.delete_zone(&res.id)?;
+        self.delete_by_id(obj, &res.id)
+    }
+
+    fn delete_by_id(&self, obj: &Object<ZoneSpec>, id: &str) -> Result<Status, Failure> {
+        Client::for_object(obj)?.delete_zone(id)?;
         Ok(Status::done())
     }
 

@@ -103,7 +103,7 @@ if checked_one:
     assert "serves one API version" in text("one.err"), text("one.err")
     checks += "; a one-version plugin: one version, converts nothing"
     if one["name"] == "rabbitmq-vhost":
-        declared = {"createRefusesDuplicates": False, "deleteIsSynchronous": True}
+        declared = {"createRefusesDuplicates": False, "deleteIsSynchronous": True, "deleteById": False}
         assert one.get("shortcuts") == declared, one.get("shortcuts")
         checks += ", declares delete-is-synchronous"
 print(f"sdk/python/tests/component.sh: {checks}: ok")

@@ -74,6 +74,16 @@ pub trait Actuator: Default {
         res: &Resource<Self::State>,
     ) -> Result<Status, Failure>;
 
+    /// Deletes the resource with this id, which nobody read first; done when no resource has
+    /// it. Called instead of [`Actuator::delete`] when the host deletes by id: a plugin that
+    /// declares [`Shortcuts::delete_by_id`] MUST implement it (the default answers an
+    /// unrecoverable failure naming what is missing).
+    fn delete_by_id(&self, _obj: &Object<Self::Spec>, id: &str) -> Result<Status, Failure> {
+        Err(Failure::unrecoverable(format!(
+            "this plugin declares the delete-by-id shortcut but does not implement Actuator::delete_by_id (asked to delete {id})"
+        )))
+    }
+
     /// Names of the post-create steps, in order.
     fn reconcilers(
         &self,
@@ -190,12 +200,18 @@ impl<A: Actuator> Raw<A> {
         Ok(self.0.create(&obj)?.to_raw()?)
     }
 
-    /// `delete`.
+    /// `delete`: by id when the plugin declares it and the host sent no state (JSON `null`).
     pub fn delete(&self, obj: Object, res: &Resource) -> Status {
         let obj = match obj.parse::<A::Spec>() {
             Ok(obj) => obj,
             Err(f) => return f.into(),
         };
+        if res.state.trim() == "null" && self.0.shortcuts().delete_by_id {
+            return self
+                .0
+                .delete_by_id(&obj, &res.id)
+                .unwrap_or_else(Status::from);
+        }
         typed_resource::<A>(res)
             .and_then(|res| self.0.delete(&obj, &res))
             .unwrap_or_else(Status::from)
@@ -452,6 +468,88 @@ mod tests {
         assert_eq!(
             raw.available(bad(), &raw_res(1)),
             (Availability::Unknown, want.into())
+        );
+    }
+
+    /// Deletes by id: remembers what it was asked, so a test sees which method ran.
+    #[derive(Default)]
+    struct ByName {
+        deleted: std::cell::RefCell<Vec<String>>,
+    }
+
+    impl Actuator for ByName {
+        type Spec = Spec;
+        type Filter = ();
+        type State = u32;
+
+        fn describe(&self) -> Description {
+            Description::default()
+        }
+
+        fn get_by_id(&self, _: &Object<Spec>, _: &str) -> Result<Option<Resource<u32>>, Failure> {
+            Ok(None)
+        }
+
+        fn create(&self, _: &Object<Spec>) -> Result<Resource<u32>, Status> {
+            Ok(Resource::new("a", 1))
+        }
+
+        fn delete(&self, _: &Object<Spec>, res: &Resource<u32>) -> Result<Status, Failure> {
+            self.deleted
+                .borrow_mut()
+                .push(format!("delete {} {}", res.id, res.state));
+            Ok(Status::done())
+        }
+
+        fn delete_by_id(&self, _: &Object<Spec>, id: &str) -> Result<Status, Failure> {
+            self.deleted.borrow_mut().push(format!("delete_by_id {id}"));
+            Ok(Status::done())
+        }
+
+        fn shortcuts(&self) -> Shortcuts {
+            Shortcuts {
+                delete_by_id: true,
+                ..Shortcuts::default()
+            }
+        }
+    }
+
+    #[test]
+    fn a_delete_without_state_goes_to_delete_by_id_when_the_plugin_declares_it() {
+        let raw = Raw(ByName::default());
+        let obj = || Object::new("o").with_spec(r#"{"name":"a"}"#.to_owned());
+        assert!(
+            raw.delete(obj(), &Resource::new("a.", "null".to_owned()))
+                .is_done()
+        );
+        // A resource the host read (adopted, say) still goes to `delete`, typed.
+        assert!(raw.delete(obj(), &raw_res(3)).is_done());
+        assert_eq!(
+            *raw.0.deleted.borrow(),
+            ["delete_by_id a.", "delete r 3"],
+            "which method ran"
+        );
+    }
+
+    #[test]
+    fn a_plugin_that_does_not_declare_delete_by_id_reads_a_null_state_as_its_own() {
+        // Thing's state is a number: a null one is a state it cannot read, as before.
+        let raw = Raw(Thing);
+        let spec = serde_json::json!({"name": "a", "size": 2});
+        let status = raw.delete(complete(&spec), &Resource::new("r", "null".to_owned()));
+        assert!(status.failure.is_some(), "{status:?}");
+        // And the default delete_by_id names what is missing.
+        let obj = Object::new("o").with_spec(Spec {
+            name: "a".into(),
+            size: 1,
+        });
+        let Err(f) = Thing.delete_by_id(&obj, "r") else {
+            panic!("the default delete_by_id fails");
+        };
+        assert!(
+            f.to_string()
+                .contains("does not implement Actuator::delete_by_id"),
+            "{f}"
         );
     }
 }

@@ -108,6 +108,9 @@ impl<A: Actuator> wit_shortcuts::Guest for Exported<A> {
         if declared.delete_is_synchronous {
             flags |= wit_shortcuts::Shortcut::DELETE_IS_SYNCHRONOUS;
         }
+        if declared.delete_by_id {
+            flags |= wit_shortcuts::Shortcut::DELETE_BY_ID;
+        }
         flags
     }
 }

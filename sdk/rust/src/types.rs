@@ -549,6 +549,11 @@ pub struct Shortcuts {
     /// A `delete` that answers done has removed the resource (`get_by_id` answers `None` from
     /// then on): the host releases the object without reading the resource back.
     pub delete_is_synchronous: bool,
+    /// Deleting needs only the resource's id, and a delete of an id whose resource is gone
+    /// answers done: the host deletes an object by its `status.id` without reading the
+    /// resource first (`get_by_id`), through [`Actuator::delete_by_id`](crate::Actuator),
+    /// which the plugin MUST implement. (PowerDNS deletes a zone by its name.)
+    pub delete_by_id: bool,
 }
 
 /// One API version of a kind that has several ([`Actuator::versions`](crate::Actuator)).

@@ -246,8 +246,9 @@ async fn pdns_zone_keeps_every_rule_against_powerdns() -> anyhow::Result<()> {
     .filter(json!({"name": name, "kind": "Native"}))
     .run()?;
     run.assert_all_pass();
-    // pdns-zone declares both shortcuts: PowerDNS refuses the second create, and the zone is
-    // gone at the first read after its delete.
+    // pdns-zone declares all three shortcuts: PowerDNS refuses the second create, the zone is
+    // gone at the first read after its delete, and it is deleted by its id alone — a second
+    // delete of the gone id answers done.
     assert!(
         run.evidence("create-not-repeated")
             .contains("a second create answered"),
@@ -255,6 +256,12 @@ async fn pdns_zone_keeps_every_rule_against_powerdns() -> anyhow::Result<()> {
         run.evidence("create-not-repeated")
     );
     run.assert_delete_checked_as_synchronous();
+    let delete = run.evidence("delete");
+    assert!(
+        delete.contains("by id, its state null (delete-by-id)")
+            && delete.contains("by id, already gone, answered done (delete-by-id)"),
+        "{delete}"
+    );
     assert!(zones_like(&env, &name).await?.is_empty());
     Ok(())
 }

@@ -238,8 +238,9 @@ async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls_the
         Some(0.0)
     );
 
-    // …and its delete pass reads the zone once, to hand it to `delete`, not again after it.
-    // (The host's own writes start no pass: one pass created the zone, one deletes it.)
+    // …and its delete pass deletes the zone by its status.id: no read before the delete
+    // (delete-by-id) nor after it (delete-is-synchronous). (The host's own writes start no
+    // pass: one pass created the zone, one deletes it.)
     s.delete(ZONE, "m").await?;
     s.wait_gone(ZONE, "m").await?;
     let (_, metrics) = get(&format!("{base}/metrics")).await?;
@@ -250,7 +251,7 @@ async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls_the
             calls(&metrics, "get-by-id"),
             calls(&metrics, "delete"),
         ),
-        (1, 0, 1, 1),
+        (1, 0, 0, 1),
         "create, list-for-adoption, get-by-id, delete: {metrics}"
     );
     Ok(())

@@ -5,7 +5,8 @@
 //! 3. `resolve_dependencies` for delete (a dependency that is gone does not block);
 //! 4. `locate_for_delete` — by status.id, else by adoption (an orphan of an interrupted
 //!    create); never a resource another live object holds
-//!    ([`crate::reconcile::machinery::claims`]);
+//!    ([`crate::reconcile::machinery::claims`]). A plugin that deletes by id is not asked
+//!    for the resource first: `delete` gets the status.id and a null state;
 //! 5. `delete_external`, then poll until it is gone (not read back when the plugin's system
 //!    deletes synchronously);
 //! 6. `release` — our finalizer goes; nothing else is written.
@@ -138,8 +139,9 @@ enum Located {
     },
 }
 
-/// Phase 4: by status.id, else by adoption. A status.id another live object holds (someone
-/// edited ours) is skipped for what adoption finds of our own.
+/// Phase 4: by status.id (read with `get-by-id`, unless the plugin deletes by id), else by
+/// adoption. A status.id another live object holds (someone edited ours) is skipped for what
+/// adoption finds of our own.
 async fn locate_for_delete(
     obj: &DynamicObject,
     ctx: &Context,
@@ -149,6 +151,13 @@ async fn locate_for_delete(
     let mut held = None;
     if let Some(id) = &mo.status_id {
         match ctx.claims.other_holder(obj, id) {
+            // The plugin deletes by id (and answers done for one that is gone): not read first.
+            None if ctx.description.shortcuts.delete_by_id => {
+                return Ok(Located::Found(ExternalResource {
+                    id: id.clone(),
+                    state: serde_json::Value::Null,
+                }));
+            }
             None => {
                 let found = answer(actuator.get_by_id(mo, id).await)
                     .map_err(|f| blocked(ctx, "get-by-id", &f))?;

@@ -25,6 +25,10 @@ const (
 	// A `delete` that answers done has removed the resource: `get-by-id` answers none from
 	// then on. The host releases the object without reading the resource back.
 	Shortcut_DeleteIsSynchronous uint8 = 1 << 1
+	// `delete` reads nothing of the resource but its `id`, and answers done for an id whose
+	// resource is already gone. The host deletes by `status.id` without reading the resource
+	// first (`get-by-id`): it calls `delete` with that id and a `state` of JSON `null`.
+	Shortcut_DeleteById uint8 = 1 << 2
 )
 
 type Shortcut = uint8
