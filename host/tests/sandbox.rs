@@ -805,6 +805,27 @@ async fn a_component_built_against_wit_0_1_0_still_loads_and_answers_in_a_pass()
     assert!(pass.take_reports().is_empty(), "it cannot report");
 }
 
+#[tokio::test]
+async fn a_component_built_with_fewer_shortcut_flags_loads_and_declares_its_own() {
+    // The same fixture exports orchard:shortcuts@0.1.0 as first published: two flags (no
+    // delete-by-id), declaring delete-is-synchronous. The host reads the flags by name.
+    let (rt, _cache) = runtime();
+    let old = rt
+        .load_file(
+            &plugin_path("orchard-fixture-echo-wit-0-1-0"),
+            Some("echo-0-1-0"),
+            PluginConfig::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        old.describe().await.unwrap().shortcuts,
+        orchard::actuator::Shortcuts {
+            delete_is_synchronous: true,
+            ..orchard::actuator::Shortcuts::default()
+        }
+    );
+}
+
 fn convertible(convert: &str) -> Convertible {
     Convertible {
         resource: Some(serde_json::json!({"convert": convert})),
