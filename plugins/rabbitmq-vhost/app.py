@@ -138,9 +138,10 @@ class Vhost(Base):
     spec_type = VhostSpec
     filter_type = VhostFilter
     state_type = VhostState
-    # RabbitMQ deletes a vhost before its DELETE answers: the host does not read it back.
-    # (Its create is a PUT that creates or updates: it does not refuse duplicates.)
-    shortcuts = Shortcuts(delete_is_synchronous=True)
+    # RabbitMQ deletes a vhost before its DELETE answers, by its name alone, and answers 404
+    # for one that is gone: the host reads it neither before nor after the delete. (Its
+    # create is a PUT that creates or updates: it does not refuse duplicates.)
+    shortcuts = Shortcuts(delete_is_synchronous=True, delete_by_id=True)
 
     def describe(self) -> Description:
         return Description(
@@ -196,7 +197,10 @@ class Vhost(Base):
         return Resource(spec.name, VhostState(spec.name, spec.description, tags, spec.tracing, {}))
 
     def delete(self, obj: Object[VhostSpec], res: Resource[VhostState]) -> Status:
-        Client.for_object(obj).delete_vhost(res.id)
+        return self.delete_by_id(obj, res.id)
+
+    def delete_by_id(self, obj: Object[VhostSpec], id: str) -> Status:
+        Client.for_object(obj).delete_vhost(id)
         return Status.done()
 
     def reconcilers(self, obj, res) -> List[str]:

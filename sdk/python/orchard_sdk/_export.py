@@ -324,6 +324,8 @@ def export_shortcuts(actuator: Type[Actuator]) -> type:
                 flags |= wit_shortcuts.Shortcut.CREATE_REFUSES_DUPLICATES
             if declared.delete_is_synchronous:
                 flags |= wit_shortcuts.Shortcut.DELETE_IS_SYNCHRONOUS
+            if declared.delete_by_id:
+                flags |= wit_shortcuts.Shortcut.DELETE_BY_ID
             return flags
 
     Exported.__name__ = Exported.__qualname__ = "Shortcuts"

@@ -98,6 +98,16 @@ class Actuator(Generic[S, F, T]):
         """Deletes the resource; done (``None`` or ``Status.done()``) when it is already gone."""
         raise NotImplementedError("delete")
 
+    def delete_by_id(self, obj: Object[S], id: str) -> Optional[Status]:
+        """Deletes the resource with this id, which nobody read first; done when no resource
+        has it. Called instead of :meth:`delete` when the host deletes by id: a plugin that
+        declares ``Shortcuts(delete_by_id=True)`` MUST implement it (the default raises an
+        :class:`Unrecoverable` naming what is missing)."""
+        raise Unrecoverable(
+            f"this plugin declares the delete-by-id shortcut but does not implement "
+            f"delete_by_id (asked to delete {id})"
+        )
+
     def reconcilers(self, obj: Object[S], res: Resource[T]) -> List[str]:
         """Names of the post-create steps, in order."""
         return []
@@ -167,6 +177,12 @@ class Actuator(Generic[S, F, T]):
         raise Unrecoverable(
             f"this plugin serves one API version (asked to convert {from_version} to {to_version})"
         )
+
+
+def _no_state(state: Any) -> bool:
+    """Whether a resource's state is what the host sends when it deletes by id: JSON ``null``
+    (as text at the boundary, or ``None``)."""
+    return state is None or (isinstance(state, str) and state.strip() == "null")
 
 
 def _status(value: Union[None, Status, Failure]) -> Status:
@@ -278,7 +294,11 @@ class Raw:
             return Status.failed(_report("create", e))
 
     def delete(self, obj: Object, res: Resource) -> Status:
+        """``delete``: by id when the plugin declares it and the host sent no state (JSON
+        ``null``)."""
         try:
+            if _no_state(res.state) and self.shortcuts().delete_by_id:
+                return _status(self.a.delete_by_id(self._object(obj), res.id))
             return _status(self.a.delete(self._object(obj), self._resource(res)))
         except Exception as e:
             return Status.failed(_report("delete", e))

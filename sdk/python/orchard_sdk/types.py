@@ -249,10 +249,15 @@ class Shortcuts:
     - ``delete_is_synchronous``: a ``delete`` that answers done has removed the resource
       (``get_by_id`` answers ``None`` from then on): the host releases the object without
       reading the resource back.
+    - ``delete_by_id``: deleting needs only the resource's id, and a delete of an id whose
+      resource is gone answers done: the host deletes an object by its ``status.id`` without
+      reading the resource first, through :meth:`Actuator.delete_by_id`, which the plugin MUST
+      implement. (RabbitMQ deletes a vhost by its name, and answers ``404`` for a gone one.)
     """
 
     create_refuses_duplicates: bool = False
     delete_is_synchronous: bool = False
+    delete_by_id: bool = False
 
 
 @dataclass(frozen=True)

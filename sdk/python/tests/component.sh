@@ -8,7 +8,7 @@
 # API version (e.g. the rabbitmq_vhost.wasm `make plugins` builds, whose Actuator lists no
 # versions): checked to describe one version and to convert nothing, as every Python component
 # before WIT 0.1.2; and, when it is rabbitmq_vhost.wasm, to declare the shortcut its app.py
-# exports (`Shortcuts = export_shortcuts(Vhost)`: delete-is-synchronous, world
+# exports (`Shortcuts = export_shortcuts(Vhost)`: delete-is-synchronous and delete-by-id, world
 # shortcut-actuator-plugin).
 # Needs componentize-py (sdk/install-tools.sh) and an orchard binary; the unit tests are the
 # native part (python -m unittest discover -s sdk/python/tests).
@@ -103,8 +103,8 @@ if checked_one:
     assert "serves one API version" in text("one.err"), text("one.err")
     checks += "; a one-version plugin: one version, converts nothing"
     if one["name"] == "rabbitmq-vhost":
-        declared = {"createRefusesDuplicates": False, "deleteIsSynchronous": True, "deleteById": False}
+        declared = {"createRefusesDuplicates": False, "deleteIsSynchronous": True, "deleteById": True}
         assert one.get("shortcuts") == declared, one.get("shortcuts")
-        checks += ", declares delete-is-synchronous"
+        checks += ", declares delete-is-synchronous and delete-by-id"
 print(f"sdk/python/tests/component.sh: {checks}: ok")
 PY

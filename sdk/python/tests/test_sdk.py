@@ -196,6 +196,38 @@ class ShortcutsTest(unittest.TestCase):
         self.assertEqual(export_shortcuts(ByAttribute).declared,
                          Shortcuts(delete_is_synchronous=True))
 
+    def test_a_delete_without_state_goes_to_delete_by_id_when_the_plugin_declares_it(self):
+        class ByName(Thing):
+            shortcuts = Shortcuts(delete_is_synchronous=True, delete_by_id=True)
+
+            def __init__(self):
+                self.deleted = []
+
+            def delete(self, obj, res):
+                self.deleted.append(("delete", res.id, res.state.size))
+
+            def delete_by_id(self, obj, id):
+                self.deleted.append(("delete_by_id", id))
+
+        raw = Raw(ByName())
+        self.assertTrue(raw.delete(obj({"name": "a"}), Resource("a", "null")).is_done())
+        # A resource the host read (found by adoption) still goes to `delete`, typed.
+        self.assertTrue(raw.delete(obj({"name": "a"}), Resource("a", '{"name": "a", "size": 3}')).is_done())
+        self.assertEqual(raw.a.deleted, [("delete_by_id", "a"), ("delete", "a", 3)])
+
+    def test_a_plugin_that_does_not_declare_delete_by_id_reads_a_null_state_as_its_own(self):
+        # Thing's state is a dataclass: a null one is a state it cannot read, as before.
+        status = Raw(Thing()).delete(obj({"name": "a"}), Resource("a", "null"))
+        self.assertIsNotNone(status.failure)
+
+    def test_a_plugin_that_declares_delete_by_id_without_implementing_it_fails_naming_it(self):
+        class Declares(Thing):
+            shortcuts = Shortcuts(delete_by_id=True)
+
+        status = Raw(Declares()).delete(obj({"name": "a"}), Resource("a", "null"))
+        self.assertIsInstance(status.failure, Unrecoverable)
+        self.assertIn("does not implement delete_by_id (asked to delete a)", str(status.failure))
+
     def test_a_declaration_that_is_not_shortcuts_fails_the_build_naming_the_actuator(self):
         class Flags(Thing):
             shortcuts = {"delete_is_synchronous": True}

@@ -73,6 +73,17 @@ impl Run {
         );
     }
 
+    /// The `delete` rule checked a declared `delete-by-id`: the delete got the id and no
+    /// state, and a second delete of the gone id answered done.
+    fn assert_delete_checked_by_id(&self) {
+        let evidence = self.evidence("delete");
+        assert!(
+            evidence.contains("by id, its state null (delete-by-id)")
+                && evidence.contains("by id, already gone, answered done (delete-by-id)"),
+            "{evidence}"
+        );
+    }
+
     /// Every rule passed (but the round trip of a conversion, skipped: the kind has one
     /// version) and the cleanup left nothing.
     fn assert_all_pass(&self) {
@@ -256,12 +267,7 @@ async fn pdns_zone_keeps_every_rule_against_powerdns() -> anyhow::Result<()> {
         run.evidence("create-not-repeated")
     );
     run.assert_delete_checked_as_synchronous();
-    let delete = run.evidence("delete");
-    assert!(
-        delete.contains("by id, its state null (delete-by-id)")
-            && delete.contains("by id, already gone, answered done (delete-by-id)"),
-        "{delete}"
-    );
+    run.assert_delete_checked_by_id();
     assert!(zones_like(&env, &name).await?.is_empty());
     Ok(())
 }
@@ -411,8 +417,10 @@ async fn rabbitmq_vhost_in_python_keeps_every_rule() -> anyhow::Result<()> {
     .filter(json!({"name": name}))
     .run()?;
     run.assert_all_pass();
-    // It declares delete-is-synchronous (Python SDK's `export_shortcuts`): checked on RabbitMQ.
+    // It declares delete-is-synchronous and delete-by-id (Python SDK's `export_shortcuts`):
+    // checked on RabbitMQ.
     run.assert_delete_checked_as_synchronous();
+    run.assert_delete_checked_by_id();
     Ok(())
 }
 

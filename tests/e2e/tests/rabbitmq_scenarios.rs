@@ -545,7 +545,8 @@ async fn a_plugins_requests_to_rabbitmq_share_one_kept_alive_connection() -> any
         h.wait_gone(Vhost::KIND, object).await?;
     }
     let metrics = host_metrics(&admin).await?;
-    // Each of these calls sends at least one request to RabbitMQ.
+    // Each of these calls sends at least one request to RabbitMQ: per vhost at least
+    // `list-for-adoption` and `create`, and its `delete` (by id: no `get-by-id` before it).
     let calls: f64 = ["list-for-adoption", "create", "get-by-id", "delete"]
         .iter()
         .map(|f| {
@@ -557,7 +558,7 @@ async fn a_plugins_requests_to_rabbitmq_share_one_kept_alive_connection() -> any
         })
         .sum();
     let opened = metric_sum(&metrics, "orchard_plugin_http_connections_total", &[]);
-    assert!(calls >= 12.0, "{calls} calls that reach RabbitMQ");
+    assert!(calls >= 9.0, "{calls} calls that reach RabbitMQ");
     assert!(
         (1.0..=2.0).contains(&opened),
         "{opened} connections opened for {calls} calls that reach RabbitMQ"
