@@ -254,11 +254,12 @@ func (TsigKey) ListForImport(obj *orchard.Object[Spec], f Filter) ([]orchard.Res
 	return out, nil
 }
 
-// Shortcuts: PowerDNS refuses (409) a TSIG key name that exists, changing nothing, and a key
-// is gone once its DELETE answered: the host skips the lookup before a create and the read
-// after a delete (docs/concepts.md "Shortcuts").
+// Shortcuts: PowerDNS refuses (409) a TSIG key name that exists, changing nothing, a key is
+// gone once its DELETE answered, and it is deleted by its id alone (404 for a gone one is
+// done): the host skips the lookup before a create and the reads before and after a delete
+// (docs/concepts.md "Shortcuts").
 func (TsigKey) Shortcuts() orchard.Shortcuts {
-	return orchard.Shortcuts{CreateRefusesDuplicates: true, DeleteIsSynchronous: true}
+	return orchard.Shortcuts{CreateRefusesDuplicates: true, DeleteIsSynchronous: true, DeleteByID: true}
 }
 
 func (TsigKey) Create(obj *orchard.Object[Spec]) (*orchard.Resource[State], error) {
@@ -281,12 +282,17 @@ func (TsigKey) Create(obj *orchard.Object[Spec]) (*orchard.Resource[State], erro
 	return &orchard.Resource[State]{ID: keyID(spec.Name), State: State{spec.Name, spec.Algorithm}}, nil
 }
 
-func (TsigKey) Delete(obj *orchard.Object[Spec], res *orchard.Resource[State]) (orchard.Status, error) {
+func (t TsigKey) Delete(obj *orchard.Object[Spec], res *orchard.Resource[State]) (orchard.Status, error) {
+	return t.DeleteByID(obj, res.ID)
+}
+
+// DeleteByID (orchard.IDDeleter): the key by its id, read by nobody first.
+func (TsigKey) DeleteByID(obj *orchard.Object[Spec], id string) (orchard.Status, error) {
 	a, err := apiFor(obj)
 	if err != nil {
 		return orchard.Status{}, err
 	}
-	return orchard.Done(), a.remove(res.ID)
+	return orchard.Done(), a.remove(id)
 }
 
 func (TsigKey) Reconcilers(*orchard.Object[Spec], *orchard.Resource[State]) ([]string, error) {

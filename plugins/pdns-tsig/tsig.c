@@ -221,6 +221,7 @@ static orc_status create(const orc_object *obj, orc_resource_out *out) {
   return orc_done();
 }
 
+// Reads only res->id: the host deletes by id (delete_by_id), the state then JSON null.
 static orc_status delete_(const orc_object *obj, const orc_resource *res) {
   pdns p;
   orc_failure *f = pdns_for(obj, &p);
@@ -295,9 +296,10 @@ static const orc_actuator tsig = {
     .reconcilers = reconcilers,
     .run_reconciler = run_reconciler,
     .observed = observed,
-    // PowerDNS refuses (409) a TSIG key name that exists, changing nothing, and a key is gone
-    // once its DELETE answered: the host skips the lookup before a create and the read after
-    // a delete (docs/concepts.md "Shortcuts").
-    .shortcuts = {.create_refuses_duplicates = true, .delete_is_synchronous = true},
+    // PowerDNS refuses (409) a TSIG key name that exists, changing nothing, a key is gone once
+    // its DELETE answered, and delete_ needs only its id (404 for a gone one is done): the
+    // host skips the lookup before a create and the reads before and after a delete
+    // (docs/concepts.md "Shortcuts").
+    .shortcuts = {.create_refuses_duplicates = true, .delete_is_synchronous = true, .delete_by_id = true},
 };
 ORCHARD_EXPORT(tsig);

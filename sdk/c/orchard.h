@@ -288,6 +288,11 @@ typedef struct {
   // A delete_ that answers done has removed the resource (get_by_id finds nothing from then
   // on): the host releases the object without reading it back.
   bool delete_is_synchronous;
+  // delete_ reads nothing of the resource but res->id, and answers done for an id whose
+  // resource is gone: the host deletes an object by its status.id without reading the
+  // resource first, and delete_ then gets that id and a state that is JSON null. (PowerDNS
+  // deletes a TSIG key by its name, and answers 404 for one that is gone.)
+  bool delete_by_id;
 } orc_shortcuts;
 
 // -- several API versions (orchard:actuator/conversion, WIT 0.1.2; optional) -------------------
@@ -379,7 +384,7 @@ typedef struct {
   // What the external system guarantees (orchard:shortcuts, docs/concepts.md "Shortcuts"), so
   // that the host skips calls its generic flow makes to stay leak-safe on any system. Left
   // zero: none, the generic flow. Declare only what the system's API documents; the
-  // conformance kit checks both.
+  // conformance kit checks each.
   orc_shortcuts shortcuts;
 } orc_actuator;
 

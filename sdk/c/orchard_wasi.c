@@ -757,5 +757,7 @@ exports_orchard_shortcuts_shortcuts_shortcut_t exports_orchard_shortcuts_shortcu
     flags |= EXPORTS_ORCHARD_SHORTCUTS_SHORTCUTS_SHORTCUT_CREATE_REFUSES_DUPLICATES;
   if (a->shortcuts.delete_is_synchronous)
     flags |= EXPORTS_ORCHARD_SHORTCUTS_SHORTCUTS_SHORTCUT_DELETE_IS_SYNCHRONOUS;
+  if (a->shortcuts.delete_by_id)
+    flags |= EXPORTS_ORCHARD_SHORTCUTS_SHORTCUTS_SHORTCUT_DELETE_BY_ID;
   return flags;
 }

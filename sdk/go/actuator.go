@@ -338,8 +338,31 @@ func (r raw[S, F, T]) step(function string, o *RawObject, rr *RawResource, run f
 	return s
 }
 
+// Delete is Delete, or IDDeleter.DeleteByID when the actuator declares DeleteByID and the
+// host sent no state (JSON null): it deletes by id without reading the resource.
 func (r raw[S, F, T]) Delete(o *RawObject, res *RawResource) Status {
+	if res != nil && bytes.Equal(bytes.TrimSpace([]byte(res.State)), []byte("null")) && shortcutsOf(r.a).DeleteByID {
+		return r.deleteByID(o, res.ID)
+	}
 	return r.step("delete", o, res, r.a.Delete)
+}
+
+func (r raw[S, F, T]) deleteByID(o *RawObject, id string) (s Status) {
+	defer guard("delete", func(f *Failure) { s = Status{Failure: f} })
+	obj, done, err := r.object(o)
+	defer done()
+	if err != nil {
+		return Status{Failure: report("delete", err)}
+	}
+	d, ok := any(r.a).(IDDeleter[S])
+	if !ok {
+		return Status{Failure: Unrecoverable("this plugin declares the delete-by-id shortcut but does not implement DeleteByID (asked to delete %s)", id)}
+	}
+	s, err = d.DeleteByID(obj, id)
+	if err != nil {
+		return Status{Failure: report("delete", err)}
+	}
+	return s
 }
 
 func (r raw[S, F, T]) RunReconciler(name string, o *RawObject, res *RawResource) Status {

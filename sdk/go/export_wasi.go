@@ -40,6 +40,9 @@ func (e exporter) Shortcuts() ws.Shortcut {
 	if declared.DeleteIsSynchronous {
 		flags |= ws.Shortcut_DeleteIsSynchronous
 	}
+	if declared.DeleteByID {
+		flags |= ws.Shortcut_DeleteById
+	}
 	return flags
 }
 

@@ -18,6 +18,19 @@ type Shortcuts struct {
 	// DeleteIsSynchronous: a Delete that returns done has removed the resource (GetByID
 	// answers nil from then on): the host releases the object without reading it back.
 	DeleteIsSynchronous bool
+	// DeleteByID: deleting needs only the resource's id, and a delete of an id whose resource
+	// is gone returns done: the host deletes an object by its status.id without reading the
+	// resource first, through IDDeleter, which the actuator MUST implement. (PowerDNS deletes
+	// a TSIG key by its name, and answers 404 for one that is gone.)
+	DeleteByID bool
+}
+
+// IDDeleter is what an actuator that declares DeleteByID implements: the delete of the
+// resource with this id, which nobody read first; done when no resource has it. The SDK
+// calls it instead of Delete when the host deletes by id (Delete still gets a resource found
+// by adoption, so it may just call DeleteByID with res.ID).
+type IDDeleter[S any] interface {
+	DeleteByID(obj *Object[S], id string) (Status, error)
 }
 
 // ShortcutDeclarer is what an actuator implements, beside Actuator, to declare Shortcuts.

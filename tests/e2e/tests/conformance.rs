@@ -351,8 +351,9 @@ async fn pdns_tsig_in_c_keeps_every_rule() -> anyhow::Result<()> {
     .filter(json!({"name": name, "algorithm": "hmac-sha256"}))
     .run()?;
     run.assert_all_pass();
-    // The C SDK's orc_actuator.shortcuts: pdns-tsig declares both, checked on PowerDNS.
+    // The C SDK's orc_actuator.shortcuts: pdns-tsig declares all three, checked on PowerDNS.
     run.assert_delete_checked_as_synchronous();
+    run.assert_delete_checked_by_id();
     Ok(())
 }
 
@@ -370,8 +371,10 @@ async fn pdns_tsig_in_go_with_a_generated_client_keeps_every_rule() -> anyhow::R
     .filter(json!({"name": name, "algorithm": "hmac-sha256"}))
     .run()?;
     run.assert_all_pass();
-    // The Go SDK's orchard.ShortcutDeclarer: pdns-tsig-go declares both, checked on PowerDNS.
+    // The Go SDK's orchard.ShortcutDeclarer (and orchard.IDDeleter): pdns-tsig-go declares all
+    // three, checked on PowerDNS.
     run.assert_delete_checked_as_synchronous();
+    run.assert_delete_checked_by_id();
     Ok(())
 }
 
