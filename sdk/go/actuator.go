@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strings"
 )
 
 // Actuator is everything specific to one kind of external resource, with its own types:
@@ -341,7 +342,7 @@ func (r raw[S, F, T]) step(function string, o *RawObject, rr *RawResource, run f
 // Delete is Delete, or IDDeleter.DeleteByID when the actuator declares DeleteByID and the
 // host sent no state (JSON null): it deletes by id without reading the resource.
 func (r raw[S, F, T]) Delete(o *RawObject, res *RawResource) Status {
-	if res != nil && bytes.Equal(bytes.TrimSpace([]byte(res.State)), []byte("null")) && shortcutsOf(r.a).DeleteByID {
+	if res != nil && strings.TrimSpace(res.State) == "null" && shortcutsOf(r.a).DeleteByID {
 		return r.deleteByID(o, res.ID)
 	}
 	return r.step("delete", o, res, r.a.Delete)

@@ -215,6 +215,16 @@ impl<'a> Kit<'a> {
         self.description().map(|d| d.shortcuts).unwrap_or_default()
     }
 
+    /// What the host passes `delete` for `res`: the resource as read, or — for a plugin that
+    /// deletes by id — its id alone.
+    fn delete_target(&self, res: &ExternalResource) -> ExternalResource {
+        if self.shortcuts().delete_by_id {
+            by_id(&res.id)
+        } else {
+            res.clone()
+        }
+    }
+
     /// The sample with the created id in `status.id`, as the host calls after it wrote it.
     fn managed(&self, id: &str) -> ManagedObject {
         ManagedObject {
@@ -1079,16 +1089,13 @@ impl<'a> Kit<'a> {
         let mut ev = Evidence::default();
         let obj = self.managed(&res.id);
         let shortcuts = self.shortcuts();
-        // A plugin that deletes by id gets what the host sends it: the id, no state read.
-        let target = if shortcuts.delete_by_id {
+        let target = self.delete_target(res);
+        if shortcuts.delete_by_id {
             ev.note(format!(
                 "delete {} by id, its state null (delete-by-id)",
                 res.id
             ));
-            by_id(&res.id)
-        } else {
-            res.clone()
-        };
+        }
         match retry(
             &self.budget,
             async || self.actuator.delete(&obj, &target).await,
@@ -1173,11 +1180,7 @@ impl<'a> Kit<'a> {
         match retry(
             &self.budget,
             async || {
-                let target = if self.shortcuts().delete_by_id {
-                    by_id(&res.id)
-                } else {
-                    res.clone()
-                };
+                let target = self.delete_target(res);
                 self.actuator.delete(&self.managed(&res.id), &target).await
             },
             transient_status,

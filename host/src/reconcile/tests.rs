@@ -1598,31 +1598,6 @@ async fn a_synchronous_delete_releases_without_reading_the_resource_back() {
     assert!(!w.system.has("ext-a"));
 }
 
-#[tokio::test]
-async fn a_synchronous_delete_that_fails_keeps_the_finalizer() {
-    let w = World::with(deleting_synchronously(System::default()), managed("a"));
-    w.pass().await;
-    w.cluster.writes();
-    w.system.calls();
-    w.system
-        .failing
-        .lock()
-        .unwrap()
-        .insert("delete", Some(Failure::Transient("busy".into())));
-    w.delete();
-    let (pass, _) = w.pass().await;
-    assert!(!pass.released);
-    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
-    assert!(w.system.has("ext-a"));
-    assert_eq!(w.system.calls(), ["get-by-id", "delete"]);
-    let writes = kinds(&w.cluster.writes());
-    assert_eq!(
-        metadata_writes(&writes),
-        0,
-        "the finalizer stays: {writes:?}"
-    );
-}
-
 /// A plugin that deletes by id, synchronously (as pdns-zone declares).
 fn deleting_by_id(system: System) -> System {
     declaring(
@@ -1662,36 +1637,56 @@ async fn a_delete_by_id_of_a_resource_already_gone_releases_the_object() {
     let w = World::with(deleting_by_id(System::default()), managed("a"));
     w.pass().await;
     w.system.resources.lock().unwrap().remove("ext-a");
+    w.cluster.writes();
     w.system.calls();
     w.delete();
     let (pass, _) = w.pass().await;
     assert!(pass.released);
     assert_eq!(w.system.calls(), ["delete"]);
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
 }
 
 #[tokio::test]
-async fn a_delete_by_id_that_fails_keeps_the_finalizer() {
-    let w = World::with(deleting_by_id(System::default()), managed("a"));
-    w.pass().await;
-    w.cluster.writes();
-    w.system.calls();
-    w.system
-        .failing
-        .lock()
-        .unwrap()
-        .insert("delete", Some(Failure::Transient("busy".into())));
-    w.delete();
-    let (pass, _) = w.pass().await;
-    assert!(!pass.released);
-    assert!(w.object().finalizers().contains(&FINALIZER.to_owned()));
-    assert!(w.system.has("ext-a"));
-    assert_eq!(w.system.calls(), ["delete"]);
-    let writes = kinds(&w.cluster.writes());
-    assert_eq!(
-        metadata_writes(&writes),
-        0,
-        "the finalizer stays: {writes:?}"
-    );
+async fn a_delete_that_fails_keeps_the_finalizer_whether_it_is_read_first_or_by_id() {
+    // (label, the shortcuts declared, the calls of the failed delete pass)
+    type Declaring = fn(System) -> System;
+    let cases: [(&str, Declaring, &[&str]); 2] = [
+        (
+            "synchronous",
+            deleting_synchronously,
+            &["get-by-id", "delete"],
+        ),
+        ("by id", deleting_by_id, &["delete"]),
+    ];
+    for (label, declared, calls) in cases {
+        let w = World::with(declared(System::default()), managed("a"));
+        w.pass().await;
+        w.cluster.writes();
+        w.system.calls();
+        w.system
+            .failing
+            .lock()
+            .unwrap()
+            .insert("delete", Some(Failure::Transient("busy".into())));
+        w.delete();
+        let (pass, _) = w.pass().await;
+        assert!(!pass.released, "{label}");
+        assert!(
+            w.object().finalizers().contains(&FINALIZER.to_owned()),
+            "{label}"
+        );
+        assert!(w.system.has("ext-a"), "{label}");
+        assert_eq!(w.system.calls(), calls, "{label}");
+        let writes = kinds(&w.cluster.writes());
+        assert_eq!(
+            metadata_writes(&writes),
+            0,
+            "{label}: the finalizer stays: {writes:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -1708,13 +1703,26 @@ async fn a_plugin_that_deletes_by_id_asynchronously_is_read_back_until_the_resou
     );
     w.pass().await;
     *w.system.slow_delete.lock().unwrap() = 1;
+    w.cluster.writes();
     w.system.calls();
     w.delete();
     let (_, next) = w.pass().await;
     assert_eq!(next, Next::After(super::flow::delete::DELETE_POLL));
     assert_eq!(w.system.calls(), ["delete", "get-by-id"], "no read before");
+    let writes = kinds(&w.cluster.writes());
+    assert_eq!(
+        metadata_writes(&writes),
+        0,
+        "the finalizer stays while it goes: {writes:?}"
+    );
     let (pass, _) = w.pass().await;
     assert!(pass.released);
+    // As in the generic flow, a poll deletes again (idempotent) before it reads: by id here.
+    assert_eq!(w.system.calls(), ["delete", "get-by-id"], "the poll");
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
 }
 
 #[tokio::test]
@@ -1732,6 +1740,40 @@ async fn a_plugin_that_deletes_by_id_finds_the_orphan_of_an_interrupted_create_b
         "without a status.id the resource is found, and passed as found"
     );
     assert!(!w.system.has("ext-a"));
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        ["event Deleted", "metadata(finalizer=false, marker=false)"]
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_that_deletes_by_id_never_deletes_a_status_id_another_object_holds() {
+    let claims = Arc::new(Claims::default());
+    let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
+    a.pass().await;
+    let mut hostile = managed("b");
+    hostile.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    hostile.data["status"] = json!({"id": "ext-a"});
+    let system = deleting_by_id(System::default());
+    system.put("ext-a", "a");
+    let b = World::sharing(system, hostile, Arc::clone(&claims));
+    claims.observe(&b.object());
+    b.delete();
+    let (pass, _) = b.pass().await;
+    assert!(pass.released);
+    assert_eq!(
+        b.system.calls(),
+        ["list-for-adoption"],
+        "looked for its own, never deleted the id another holds"
+    );
+    assert!(b.system.has("ext-a"));
+    assert_eq!(
+        kinds(&b.cluster.writes()),
+        [
+            "event LeftInPlace",
+            "metadata(finalizer=false, marker=false)"
+        ]
+    );
 }
 
 #[tokio::test]
