@@ -187,10 +187,12 @@ function generatePassword(length = 32) {
 }
 
 class User extends Actuator {
-  // RabbitMQ deletes a user before its DELETE answers: the host does not read it back. (Its
-  // create is a PUT that creates or updates: it does not refuse duplicates.)
+  // RabbitMQ deletes a user before its DELETE answers: the host does not read it back; and it
+  // deletes a user by its name (the id), answering 404 for one that is gone: the host does not
+  // read it first either (`deleteById`). (Its create is a PUT that creates or updates: it does
+  // not refuse duplicates.)
   shortcuts() {
-    return { deleteIsSynchronous: true };
+    return { deleteIsSynchronous: true, deleteById: true };
   }
 
   describe() {
@@ -275,8 +277,13 @@ class User extends Actuator {
     return { id: spec.name, state: { name: spec.name, tags: spec.tags, hasPassword: password !== undefined, permissions: [] } };
   }
 
-  async delete(obj, res) {
-    await new Client(obj).deleteUser(res.id);
+  delete(obj, res) {
+    return this.deleteById(obj, res.id);
+  }
+
+  /** By the name alone, read by nobody first: a user already gone (404) is done. */
+  async deleteById(obj, id) {
+    await new Client(obj).deleteUser(id);
     return Status.done();
   }
 

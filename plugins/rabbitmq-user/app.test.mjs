@@ -150,6 +150,26 @@ test('the TypeBox schemas are the hand-written ones; one API version', async () 
   assert.deepEqual(await actuator.conversion.versions(), []);
 });
 
-test('it declares delete-is-synchronous (RabbitMQ deletes a user before its DELETE answers)', () => {
-  assert.deepEqual(actuator.shortcuts.shortcuts(), { createRefusesDuplicates: false, deleteIsSynchronous: true });
+test('it declares delete-is-synchronous and delete-by-id (RabbitMQ deletes a user by its name before its DELETE answers)', () => {
+  assert.deepEqual(actuator.shortcuts.shortcuts(), { createRefusesDuplicates: false, deleteIsSynchronous: true, deleteById: true });
+});
+
+test('a delete by id is one DELETE of the user by its name, done, and done again once it is gone', async () => {
+  const calls = fakeRabbit({ app: { name: 'app', tags: '' } });
+  // The host's delete by id: no state, only the id; no read before or after.
+  assert.deepEqual(await actuator.delete(obj({ name: 'app' }), testResource('app')), { progress: [], failure: undefined });
+  assert.deepEqual(calls, [['DELETE', '/api/users/app', undefined]]);
+  calls.length = 0;
+  globalThis.fetch = async (url, { method }) => {
+    calls.push([method, decodeURIComponent(new URL(url).pathname)]);
+    return new Response('{"error":"Object Not Found","reason":"Not Found"}', { status: 404 });
+  };
+  assert.deepEqual(await actuator.delete(obj({ name: 'app' }), testResource('app')), { progress: [], failure: undefined });
+  assert.deepEqual(calls, [['DELETE', '/api/users/app']]);
+});
+
+test('a delete by id that RabbitMQ refuses is a failure, not done', async () => {
+  globalThis.fetch = async () => new Response('down', { status: 503 });
+  const s = await actuator.delete(obj({ name: 'app' }), testResource('app'));
+  assert.equal(s.failure?.tag, 'transient');
 });

@@ -8,7 +8,8 @@
 // method MUST be idempotent; `create` MUST NOT do anything fallible after the primary resource
 // exists; `getById` returns `undefined` when the resource is gone; `listForAdoption` returns
 // `undefined` where adoption does not apply; `delete` SHOULD NOT fail when the resource is
-// already gone. Every method may be `async`.
+// already gone (`deleteById`, for a plugin that declares that shortcut, MUST answer done
+// then). Every method may be `async`.
 
 import { Failure, InvalidConfiguration, Transient, Unrecoverable, fromException } from './errors.js';
 import * as log from './log.js';
@@ -67,6 +68,19 @@ export class Actuator {
   /** Deletes the resource; done (`undefined` or `Status.done()`) when it is already gone. */
   delete(_obj, _res) {
     throw new Error('delete is not implemented');
+  }
+
+  /**
+   * Deletes the resource with this id, which nobody read first; done when no resource has
+   * it. Called instead of `delete` when the host deletes by id (a `null` state): a plugin
+   * that declares `{ deleteById: true }` MUST implement it (the default throws an
+   * `Unrecoverable` failure naming what is missing). `delete` still gets a resource found by
+   * adoption, so it may just `return this.deleteById(obj, res.id)`.
+   * @param {ManagedObject} _obj
+   * @param {string} id
+   */
+  deleteById(_obj, id) {
+    throw new Unrecoverable(`this plugin declares the delete-by-id shortcut but does not implement deleteById (asked to delete ${id})`);
   }
 
   /** Names of the post-create steps, in order. */
@@ -139,31 +153,37 @@ export class Actuator {
 
   /**
    * The calls this plugin's external system lets the host skip (WIT `orchard:shortcuts`; see
-   * docs/concepts.md#shortcuts): `{ createRefusesDuplicates, deleteIsSynchronous }`, each
-   * `true` only when the system itself guarantees it (the conformance kit checks both). May
-   * also be given as a property or a getter. MUST be pure.
+   * docs/concepts.md#shortcuts): `{ createRefusesDuplicates, deleteIsSynchronous,
+   * deleteById }`, each `true` only when the system itself guarantees it (the conformance kit
+   * checks each). May also be given as a property or a getter. MUST be pure.
    *
    * - `createRefusesDuplicates`: a create for identifying fields an existing resource has
    *   fails and changes nothing; the host then calls `listForAdoption` only after a failed
    *   create, not before every one. (A PUT that creates or replaces does not refuse.)
    * - `deleteIsSynchronous`: a `delete` that answers done has removed the resource; the host
    *   does not read it back.
+   * - `deleteById`: deleting needs only the resource's id, and a delete of an id whose
+   *   resource is gone answers done; the host deletes by `status.id` without reading the
+   *   resource first, through `deleteById`, which the plugin MUST implement.
    *
    * Default: `{}` — none, the generic flow, safe on any system.
-   * @returns {{createRefusesDuplicates?: boolean, deleteIsSynchronous?: boolean}}
+   * @returns {{createRefusesDuplicates?: boolean, deleteIsSynchronous?: boolean, deleteById?: boolean}}
    */
   shortcuts() {
     return {};
   }
 }
 
-/** The names `Actuator.shortcuts` may answer. */
-const SHORTCUTS = ['createRefusesDuplicates', 'deleteIsSynchronous'];
+/**
+ * The names `Actuator.shortcuts` may answer: the WIT flags of `orchard:shortcuts` as
+ * componentize-js names them (lower camel case: `delete-by-id` is `deleteById`).
+ */
+const SHORTCUTS = ['createRefusesDuplicates', 'deleteIsSynchronous', 'deleteById'];
 
 /**
  * An actuator's declared shortcuts, checked: the WIT flags (`{createRefusesDuplicates,
- * deleteIsSynchronous}`, both booleans). A name that is not a shortcut, or a value that is
- * not a boolean, throws a `TypeError` naming it (`shortcuts` has no failure to answer).
+ * deleteIsSynchronous, deleteById}`, all booleans). A name that is not a shortcut, or a value
+ * that is not a boolean, throws a `TypeError` naming it (`shortcuts` has no failure to answer).
  * @param {Actuator} a
  */
 export function shortcutsOf(a) {
@@ -330,6 +350,10 @@ export function exportActuator(Impl) {
     return obj;
   }
 
+  // What the host sends as the state when it deletes by id: JSON `null` (as text at the
+  // boundary; `null` or `undefined` from a test calling the export directly).
+  const noState = (raw) => raw.state === undefined || raw.state === null || (typeof raw.state === 'string' && raw.state.trim() === 'null');
+
   function resource(raw) {
     try {
       return { id: raw.id, state: JSON.parse(raw.state) };
@@ -416,9 +440,11 @@ export function exportActuator(Impl) {
       throw witStatus(out);
     },
 
+    // By id when the actuator declares `deleteById` and the host sent no state (JSON `null`).
     async delete(obj, res) {
       try {
         const a = make();
+        if (noState(res) && shortcutsOf(a).deleteById) return witStatus(await a.deleteById(object(a, obj), res.id));
         return witStatus(await a.delete(object(a, obj), resource(res)));
       } catch (e) {
         return witStatus(Status.failed(report('delete', e)));
@@ -560,7 +586,7 @@ export function conversionOf(module) {
 
 /** Declares no shortcut, for a module that exports none of its own. */
 const NO_SHORTCUTS = Object.freeze({
-  shortcuts: () => ({ createRefusesDuplicates: false, deleteIsSynchronous: false }),
+  shortcuts: () => ({ createRefusesDuplicates: false, deleteIsSynchronous: false, deleteById: false }),
 });
 
 /**

@@ -458,8 +458,10 @@ async fn rabbitmq_user_in_javascript_keeps_every_rule() -> anyhow::Result<()> {
     .filter(json!({"name": name}))
     .run()?;
     run.assert_all_pass();
-    // It declares delete-is-synchronous (the JavaScript SDK's `shortcuts()`): checked on RabbitMQ.
+    // It declares delete-is-synchronous and delete-by-id (the JavaScript SDK's `shortcuts()`,
+    // with `deleteById`): checked on RabbitMQ.
     run.assert_delete_checked_as_synchronous();
+    run.assert_delete_checked_by_id();
     Ok(())
 }
 
