@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::machinery::cache::KindCache;
-use super::machinery::writes::OwnWrites;
+use super::machinery::writes::{OwnWrites, Written};
 use super::{Error, Names};
 use crate::reconcile::StoredMeta;
 
@@ -172,10 +172,6 @@ impl KubeOps {
         }
     }
 
-    fn api(&self, obj: &DynamicObject) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &obj.stored_namespace(), &self.resource)
-    }
-
     fn kube_error(
         &self,
         action: &'static str,
@@ -195,6 +191,32 @@ impl KubeOps {
     /// object, and how it ended.
     fn write_span(&self, write: &'static str, obj: &DynamicObject) -> tracing::Span {
         write_span(write, &self.resource.kind, obj)
+    }
+
+    /// Patches `obj` (or its `subresource`) and records the write ([`OwnWrites`], rule 1).
+    /// The answer is read as a [`Written`]: the host needs its version, not the object.
+    async fn patch<P: serde::Serialize>(
+        &self,
+        obj: &DynamicObject,
+        subresource: Option<&str>,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<(), kube::Error> {
+        let request = kube::core::Request::new(DynamicObject::url_path(
+            &self.resource,
+            Some(&obj.stored_namespace()),
+        ));
+        let name = obj.name_any();
+        let mut request = match subresource {
+            Some(sub) => request.patch_subresource(sub, &name, params, patch),
+            None => request.patch(&name, params, patch),
+        }
+        .map_err(kube::Error::BuildRequest)?;
+        // The name kube's own `Api::patch` gives the request (its trace span says it).
+        request.extensions_mut().insert("patch");
+        let written: Written = self.client.request(request).await?;
+        self.writes.wrote(&written);
+        Ok(())
     }
 
     fn body(&self, obj: &DynamicObject, mut body: Value) -> Value {
@@ -220,14 +242,8 @@ impl ObjectOps for KubeOps {
         }
         let params = PatchParams::apply(&self.names.finalizer_manager).force();
         traced(self.write_span("apply metadata", obj), async {
-            self.api(obj)
-                .patch(
-                    &obj.name_any(),
-                    &params,
-                    &Patch::Apply(self.body(obj, body)),
-                )
+            self.patch(obj, None, &params, &Patch::Apply(self.body(obj, body)))
                 .await
-                .map(|written| self.writes.wrote(&written))
                 .map_err(self.kube_error("apply metadata to", obj))
         })
         .await
@@ -236,15 +252,14 @@ impl ObjectOps for KubeOps {
     async fn patch_status_id(&self, obj: &DynamicObject, id: Option<&str>) -> Result<(), Error> {
         let body = json!({"metadata": {"uid": obj.uid()}, "status": {"id": id}});
         traced(self.write_span("patch status.id", obj), async {
-            self.api(obj)
-                .patch_status(
-                    &obj.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&body),
-                )
-                .await
-                .map(|written| self.writes.wrote(&written))
-                .map_err(self.kube_error("patch status.id of", obj))
+            self.patch(
+                obj,
+                Some("status"),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await
+            .map_err(self.kube_error("patch status.id of", obj))
         })
         .await
     }
@@ -253,10 +268,8 @@ impl ObjectOps for KubeOps {
         let params = PatchParams::apply(&self.names.status_manager).force();
         let body = self.body(obj, json!({"status": status}));
         traced(self.write_span("apply status", obj), async {
-            self.api(obj)
-                .patch_status(&obj.name_any(), &params, &Patch::Apply(body))
+            self.patch(obj, Some("status"), &params, &Patch::Apply(body))
                 .await
-                .map(|written| self.writes.wrote(&written))
                 .map_err(self.kube_error("apply status to", obj))
         })
         .await

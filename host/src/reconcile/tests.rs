@@ -3003,7 +3003,7 @@ async fn a_worker_holds_back_an_object_cached_before_the_hosts_own_last_write_un
     let writes = OwnWrites::default();
     // The host's last pass wrote the object (its status with status.id) at version 12; the
     // cache still holds version 10 when a dependency's change brings the object due.
-    writes.wrote(&at("12"));
+    writes.wrote(&super::machinery::writes::Written::from(&at("12")));
     let queue = WorkQueue::default();
     let key = Key::of(&w.object());
     let stop = CancellationToken::new();
@@ -3070,7 +3070,7 @@ async fn a_worker_passes_an_object_as_cached_once_the_cache_has_lagged_past_its_
     let writes = OwnWrites::default();
     let mut written = stale.clone();
     written.metadata.resource_version = Some("12".to_owned());
-    writes.wrote(&written);
+    writes.wrote(&super::machinery::writes::Written::from(&written));
     let queue = WorkQueue::default();
     let key = Key::of(&stale);
     let run_once = || async {

@@ -21,7 +21,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Resource;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -340,14 +341,24 @@ async fn lane(
 /// One Event write; a failure is logged (an Event is never worth a retry).
 async fn post(client: &Client, plugin: &str, posting: Posting) {
     let event = posting.event_name().to_owned();
-    let result = match posting {
+    if let Err(e) = write(client, posting).await {
+        tracing::warn!(plugin, event, error = %e, "could not publish event");
+    }
+}
+
+/// The write of one posting. The apiserver's answer (the Event) is not read: serde skips it
+/// without building it.
+async fn write(client: &Client, posting: Posting) -> Result<(), kube::Error> {
+    // Each request carries the verb kube's own `Api` methods give it (its trace span says it).
+    let request = match posting {
         Posting::Create(event) => {
             let namespace = event.metadata.namespace.as_deref().unwrap_or("default");
-            let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-            events
-                .create(&PostParams::default(), &event)
-                .await
-                .map(drop)
+            let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
+            let mut request = kube::core::Request::new(Event::url_path(&(), Some(namespace)))
+                .create(&PostParams::default(), body)
+                .map_err(kube::Error::BuildRequest)?;
+            request.extensions_mut().insert("create");
+            request
         }
         Posting::Continue {
             namespace,
@@ -356,20 +367,21 @@ async fn post(client: &Client, plugin: &str, posting: Posting) {
             at,
             note,
         } => {
-            let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
             let patch = json!({
                 "note": note,
                 "series": { "count": count, "lastObservedTime": MicroTime(at) },
             });
-            events
+            let mut request = kube::core::Request::new(Event::url_path(&(), Some(&namespace)))
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(drop)
+                .map_err(kube::Error::BuildRequest)?;
+            request.extensions_mut().insert("patch");
+            request
         }
     };
-    if let Err(e) = result {
-        tracing::warn!(plugin, event, error = %e, "could not publish event");
-    }
+    client
+        .request::<serde::de::IgnoredAny>(request)
+        .await
+        .map(drop)
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DynamicObject;
 use tokio::time::Instant;
 
@@ -62,9 +63,54 @@ pub struct OwnWrites {
     entries: Mutex<HashMap<String, Entry>>,
 }
 
+/// What the host reads of the apiserver's answer to its own write: the object's identity,
+/// version and deletion state, nothing else.
+///
+/// Why: the answer is the whole object, `managedFields` included (the bulk of it after a
+/// server-side apply). Decoded as a `DynamicObject` it was a tree of every field, built and
+/// dropped at once; here serde skips what is not named below without building anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct Written {
+    /// The object's metadata, as far as it is read.
+    #[serde(default)]
+    pub metadata: WrittenMeta,
+}
+
+/// The metadata of a [`Written`] object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WrittenMeta {
+    /// `metadata.uid`.
+    #[serde(default)]
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`: the version the write made.
+    #[serde(default)]
+    pub resource_version: Option<String>,
+    /// `metadata.deletionTimestamp`.
+    #[serde(default)]
+    pub deletion_timestamp: Option<Time>,
+    /// `metadata.finalizers`.
+    #[serde(default)]
+    pub finalizers: Option<Vec<String>>,
+}
+
+impl From<&DynamicObject> for Written {
+    fn from(obj: &DynamicObject) -> Self {
+        let m = &obj.metadata;
+        Self {
+            metadata: WrittenMeta {
+                uid: m.uid.clone(),
+                resource_version: m.resource_version.clone(),
+                deletion_timestamp: m.deletion_timestamp.clone(),
+                finalizers: m.finalizers.clone(),
+            },
+        }
+    }
+}
+
 /// A `resourceVersion` as an integer, if it is one.
-fn version_of(obj: &DynamicObject) -> Option<u64> {
-    obj.metadata.resource_version.as_deref()?.parse().ok()
+fn version_of(resource_version: Option<&str>) -> Option<u64> {
+    resource_version?.parse().ok()
 }
 
 impl OwnWrites {
@@ -78,18 +124,17 @@ impl OwnWrites {
     /// The apiserver answered a write of the host with `written` (rule 1). An object being
     /// deleted that has no finalizer left is gone, or about to be: no pass follows, and its
     /// deletion event may come before this answer, so nothing is kept for it (rule 3).
-    pub fn wrote(&self, written: &DynamicObject) {
-        let released = written.metadata.deletion_timestamp.is_some()
-            && written
-                .metadata
-                .finalizers
-                .as_ref()
-                .is_none_or(Vec::is_empty);
-        let Some(version) = version_of(written).filter(|_| !released) else {
+    pub fn wrote(&self, written: &Written) {
+        let meta = &written.metadata;
+        let released =
+            meta.deletion_timestamp.is_some() && meta.finalizers.as_ref().is_none_or(Vec::is_empty);
+        let Some(version) = version_of(meta.resource_version.as_deref()).filter(|_| !released)
+        else {
             return;
         };
         let mut entries = self.entries();
-        let entry = entries.entry(written.stored_uid()).or_insert(Entry {
+        let uid = meta.uid.clone().unwrap_or_default();
+        let entry = entries.entry(uid).or_insert(Entry {
             version,
             waiting_since: None,
         });
@@ -104,7 +149,8 @@ impl OwnWrites {
         let Some(entry) = entries.get_mut(&uid) else {
             return Freshness::Current;
         };
-        let behind = version_of(cached).is_some_and(|v| v < entry.version);
+        let behind = version_of(cached.metadata.resource_version.as_deref())
+            .is_some_and(|v| v < entry.version);
         let now = Instant::now();
         let waited_out = entry
             .waiting_since
@@ -135,7 +181,8 @@ impl OwnWrites {
         let Some(entry) = entries.get(&uid).copied() else {
             return false;
         };
-        let caught_up = version_of(obj).is_none_or(|v| v >= entry.version);
+        let caught_up =
+            version_of(obj.metadata.resource_version.as_deref()).is_none_or(|v| v >= entry.version);
         if !caught_up {
             return false;
         }
@@ -175,8 +222,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_object_cached_before_the_hosts_last_write_is_held_back_until_the_watch_brings_it() {
         let writes = OwnWrites::default();
-        writes.wrote(&at("12"));
-        writes.wrote(&at("15"));
+        writes.wrote(&Written::from(&at("12")));
+        writes.wrote(&Written::from(&at("15")));
         assert_eq!(
             Freshness::Behind,
             writes.check(&at("12")),
@@ -198,10 +245,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_object_as_new_as_the_hosts_last_write_or_newer_passes_at_once() {
         let writes = OwnWrites::default();
-        writes.wrote(&at("12"));
+        writes.wrote(&Written::from(&at("12")));
         assert_eq!(Freshness::Current, writes.check(&at("12")));
         assert!(writes.is_empty());
-        writes.wrote(&at("12"));
+        writes.wrote(&Written::from(&at("12")));
         assert_eq!(
             Freshness::Current,
             writes.check(&at("20")),
@@ -213,7 +260,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_cache_that_does_not_catch_up_holds_a_pass_back_no_longer_than_the_limit() {
         let writes = OwnWrites::default();
-        writes.wrote(&at("12"));
+        writes.wrote(&Written::from(&at("12")));
         assert_eq!(Freshness::Behind, writes.check(&at("10")));
         tokio::time::advance(CATCH_UP.saturating_sub(Duration::from_millis(1))).await;
         assert_eq!(
@@ -237,13 +284,13 @@ mod tests {
         released.metadata.deletion_timestamp = Some(
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
         );
-        writes.wrote(&released);
+        writes.wrote(&Written::from(&released));
         assert!(
             writes.is_empty(),
             "its deletion event may already have come"
         );
         released.metadata.finalizers = Some(vec!["orchard.dev/other".to_owned()]);
-        writes.wrote(&released);
+        writes.wrote(&Written::from(&released));
         assert_eq!(
             writes.len(),
             1,
@@ -251,15 +298,46 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_answer_to_a_write_is_read_for_its_identity_version_and_deletion_alone() {
+        // An apiserver's answer to a status apply, managedFields and all.
+        let answer = r#"{"apiVersion":"pdns.orchard.dev/v1alpha1","kind":"DnsZone",
+            "metadata":{"name":"z","namespace":"ns","uid":"u1","resourceVersion":"4711",
+              "generation":1,"creationTimestamp":"2026-12-06T10:00:00Z",
+              "deletionTimestamp":"2026-12-06T10:00:05Z","finalizers":["orchard.dev/pdns-zone"],
+              "managedFields":[{"manager":"orchard.dev/pdns-zone/status","operation":"Apply",
+                "apiVersion":"pdns.orchard.dev/v1alpha1","time":"2026-12-06T10:00:01Z",
+                "fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:id":{},"f:conditions":{}}},
+                "subresource":"status"}]},
+            "spec":{"name":"z.example."},"status":{"id":"z.example.","conditions":[]}}"#;
+        let written: Written = serde_json::from_str(answer).unwrap();
+        assert_eq!(written.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(written.metadata.resource_version.as_deref(), Some("4711"));
+        assert!(written.metadata.deletion_timestamp.is_some());
+        assert_eq!(
+            written.metadata.finalizers,
+            Some(vec!["orchard.dev/pdns-zone".to_owned()])
+        );
+        let bare: Written = serde_json::from_str(r#"{"kind":"DnsZone"}"#).unwrap();
+        assert_eq!(
+            bare,
+            Written::default(),
+            "an answer without metadata records nothing"
+        );
+        let writes = OwnWrites::default();
+        writes.wrote(&bare);
+        assert!(writes.is_empty());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn versions_that_are_not_integers_never_hold_a_pass_back_and_a_gone_object_is_forgotten()
     {
         let writes = OwnWrites::default();
-        writes.wrote(&at("opaque-1"));
+        writes.wrote(&Written::from(&at("opaque-1")));
         assert!(writes.is_empty(), "not recorded");
-        writes.wrote(&at("12"));
+        writes.wrote(&Written::from(&at("12")));
         assert_eq!(Freshness::Current, writes.check(&at("opaque-0")));
-        writes.wrote(&at("12"));
+        writes.wrote(&Written::from(&at("12")));
         writes.forget(&at("10"));
         assert!(writes.is_empty());
         assert_eq!(Freshness::Current, writes.check(&at("10")));
