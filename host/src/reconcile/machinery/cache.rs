@@ -32,8 +32,11 @@ use tokio::sync::{broadcast, watch};
 /// measured on a zone with two conditions, a spec of 191 bytes of JSON is 2,198 bytes decoded
 /// and a status of 533 bytes 3,083 — ≈ 45 MiB at 10,000 zones. A pass reads the object once;
 /// lookups of who uses a dependency go through indexes ([`super::dependents`]), not the cache.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(from = "DynamicObject")]
+///
+/// It is decoded from the watch directly ([`Deserialize`](serde::Deserialize) below), never
+/// through a `DynamicObject`: `managedFields` are skipped unread and the other fields are
+/// transcoded to text without a tree in between.
+#[derive(Debug, Clone)]
 pub struct CachedObject {
     types: Option<TypeMeta>,
     /// The object's metadata (pruned: [`prune`]).
@@ -48,18 +51,129 @@ fn encode(fields: serde_json::Map<String, Value>) -> Option<Box<str>> {
     (!fields.is_empty()).then(|| Value::Object(fields).to_string().into_boxed_str())
 }
 
-impl From<DynamicObject> for CachedObject {
-    fn from(obj: DynamicObject) -> Self {
-        let fields = match obj.data {
-            Value::Object(map) => map,
-            // A Kubernetes object is a JSON object; anything else is kept whole.
-            other => std::iter::once(("data".to_owned(), other)).collect(),
-        };
-        Self {
-            types: obj.types,
-            metadata: obj.metadata,
-            data: encode(fields),
+/// [`ObjectMeta`] as the cache decodes it: every field but `managedFields`, which serde then
+/// skips without building it (two thirds of a typical object, never read by the host: the
+/// cache dropped them after decoding them before).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CachedMeta {
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default)]
+    deletion_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    self_link: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+impl From<CachedMeta> for ObjectMeta {
+    fn from(m: CachedMeta) -> Self {
+        ObjectMeta {
+            annotations: m.annotations,
+            creation_timestamp: m.creation_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            generate_name: m.generate_name,
+            generation: m.generation,
+            labels: m.labels,
+            managed_fields: None,
+            name: m.name,
+            namespace: m.namespace,
+            owner_references: m.owner_references,
+            resource_version: m.resource_version,
+            self_link: m.self_link,
+            uid: m.uid,
         }
+    }
+}
+
+/// Writes the value a deserializer holds as compact JSON text into a buffer, without
+/// building it (`serde_transcode`): it works on any deserializer, the watch's JSON as well as
+/// the buffered items of a list (kube's `ObjectList` flattens, so serde buffers its items).
+struct AsText<'a>(&'a mut Vec<u8>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for AsText<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        let mut out = serde_json::Serializer::new(self.0);
+        serde_transcode::transcode(d, &mut out).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Decodes a [`CachedObject`] from a Kubernetes object's fields, in one pass.
+struct CachedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CachedVisitor {
+    type Value = CachedObject;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<CachedObject, A::Error> {
+        let (mut api_version, mut kind, mut metadata) = (None, None, None);
+        // `{"field":<text>,...}`: every field but the three above, in the object's order.
+        let mut data = Vec::new();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "apiVersion" => api_version = Some(map.next_value::<String>()?),
+                "kind" => kind = Some(map.next_value::<String>()?),
+                "metadata" => metadata = Some(map.next_value::<CachedMeta>()?),
+                field => {
+                    data.push(if data.is_empty() { b'{' } else { b',' });
+                    serde_json::to_writer(&mut data, field).map_err(serde::de::Error::custom)?;
+                    data.push(b':');
+                    map.next_value_seed(AsText(&mut data))?;
+                }
+            }
+        }
+        let data = if data.is_empty() {
+            None
+        } else {
+            data.push(b'}');
+            // serde_json writes UTF-8 only; a failure here would be a bug of the transcoder.
+            Some(
+                String::from_utf8(data)
+                    .map_err(serde::de::Error::custom)?
+                    .into_boxed_str(),
+            )
+        };
+        Ok(CachedObject {
+            types: api_version
+                .zip(kind)
+                .map(|(api_version, kind)| TypeMeta { api_version, kind }),
+            metadata: metadata.map(ObjectMeta::from).unwrap_or_default(),
+            data,
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CachedObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(CachedVisitor)
     }
 }
 
@@ -263,8 +377,8 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
-/// Drops what the host never reads from a cached object: managedFields (two thirds of a
-/// typical object) and the last-applied annotation.
+/// Drops what the host never reads from a cached object: the last-applied annotation (and
+/// managedFields, which the decoder already skipped: `CachedMeta`).
 pub fn prune(obj: &mut CachedObject) {
     obj.metadata.managed_fields = None;
     if let Some(annotations) = obj.metadata.annotations.as_mut() {
@@ -645,6 +759,59 @@ mod tests {
         let obj = obj.object();
         assert_eq!(obj.data["spec"]["managementPolicy"], "managed");
         assert_eq!(obj.data["status"], serde_json::json!({"id": "a.test."}));
+    }
+
+    /// A zone as the apiserver sends it, managedFields and all.
+    const ZONE: &str = r#"{"apiVersion":"pdns.orchard.dev/v1alpha1","kind":"DnsZone",
+        "metadata":{"name":"z","namespace":"ns","uid":"u1","resourceVersion":"42","generation":2,
+          "creationTimestamp":"2026-12-01T00:00:00Z","finalizers":["orchard.dev/pdns-zone"],
+          "labels":{"a":"1"},"annotations":{"b":"2"},
+          "ownerReferences":[{"apiVersion":"v1","kind":"X","name":"o","uid":"u0"}],
+          "managedFields":[{"manager":"orchard.dev/pdns-zone/status","operation":"Apply",
+            "apiVersion":"pdns.orchard.dev/v1alpha1","time":"2026-12-01T00:00:01Z",
+            "fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:id":{}}},"subresource":"status"}]},
+        "spec":{"resource":{"name":"a.test.","kind":"Native"},"n":1.5,"s":"\"q\" \u00e9"},
+        "status":{"id":"a.test.","conditions":[{"type":"Available","status":"True"}]}}"#;
+
+    #[test]
+    fn an_object_decodes_into_the_cache_as_a_dynamic_object_would_without_its_managed_fields() {
+        let direct: CachedObject = serde_json::from_str(ZONE).unwrap();
+        let mut dynamic: DynamicObject = serde_json::from_str(ZONE).unwrap();
+        dynamic.metadata.managed_fields = None;
+        assert_eq!(direct.object(), dynamic);
+        assert!(direct.metadata.managed_fields.is_none());
+        assert_eq!(direct.object().data["spec"]["s"], "\"q\" é");
+    }
+
+    #[test]
+    fn a_listed_object_and_a_watched_one_decode_alike() {
+        let list = format!(
+            r#"{{"apiVersion":"pdns.orchard.dev/v1alpha1","kind":"DnsZoneList",
+                "metadata":{{"resourceVersion":"43"}},"items":[{ZONE}]}}"#
+        );
+        // kube's list flattens its type fields: its items reach the decoder buffered.
+        let listed: kube::core::ObjectList<CachedObject> = serde_json::from_str(&list).unwrap();
+        let event = format!(r#"{{"type":"MODIFIED","object":{ZONE}}}"#);
+        let watched: kube::core::WatchEvent<CachedObject> = serde_json::from_str(&event).unwrap();
+        let kube::core::WatchEvent::Modified(watched) = watched else {
+            panic!("a MODIFIED event");
+        };
+        assert_eq!(listed.items.len(), 1);
+        assert_eq!(listed.items[0].object(), watched.object());
+        assert_eq!(watched.metadata.resource_version.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn an_object_without_type_fields_or_data_decodes_with_none() {
+        let bare: CachedObject =
+            serde_json::from_str(r#"{"metadata":{"name":"x","resourceVersion":"7"}}"#).unwrap();
+        assert!(bare.types.is_none() && bare.data.is_none());
+        assert_eq!(bare.metadata.name.as_deref(), Some("x"));
+        let not_an_object = serde_json::from_str::<CachedObject>("[1]").unwrap_err();
+        assert!(
+            not_an_object.to_string().contains("a Kubernetes object"),
+            "{not_an_object}"
+        );
     }
 
     #[test]
