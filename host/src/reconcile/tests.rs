@@ -1227,14 +1227,21 @@ async fn adopting_a_resource_another_object_holds_is_terminal_and_names_it() {
     assert!(!second.system.calls().contains(&"create".to_owned()));
 }
 
+/// A managed object `name` with our finalizer whose status.id was edited to `id` (an id
+/// another object may hold).
+fn holding_status_id(name: &str, id: &str) -> DynamicObject {
+    let mut obj = managed(name);
+    obj.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    obj.data["status"] = json!({ "id": id });
+    obj
+}
+
 #[tokio::test]
 async fn a_status_id_edited_to_an_older_objects_id_is_refused_without_calling_the_plugin() {
     let claims = Arc::new(Claims::default());
     let older = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
     older.pass().await;
-    let mut hostile = managed("b");
-    hostile.metadata.finalizers = Some(vec![FINALIZER.into()]);
-    hostile.data["status"] = json!({"id": "ext-a"});
+    let hostile = holding_status_id("b", "ext-a");
     let b = World::sharing(System::default(), hostile, Arc::clone(&claims));
     claims.observe(&b.object());
     let (_, next) = b.pass().await;
@@ -1751,9 +1758,7 @@ async fn a_plugin_that_deletes_by_id_never_deletes_a_status_id_another_object_ho
     let claims = Arc::new(Claims::default());
     let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
     a.pass().await;
-    let mut hostile = managed("b");
-    hostile.metadata.finalizers = Some(vec![FINALIZER.into()]);
-    hostile.data["status"] = json!({"id": "ext-a"});
+    let hostile = holding_status_id("b", "ext-a");
     let system = deleting_by_id(System::default());
     system.put("ext-a", "a");
     let b = World::sharing(system, hostile, Arc::clone(&claims));
@@ -1937,9 +1942,7 @@ async fn deleting_an_object_whose_only_resource_another_holds_leaves_it_in_place
     let claims = Arc::new(Claims::default());
     let a = World::sharing(System::default(), managed("a"), Arc::clone(&claims));
     a.pass().await;
-    let mut hostile = managed("b");
-    hostile.metadata.finalizers = Some(vec![FINALIZER.into()]);
-    hostile.data["status"] = json!({"id": "ext-a"});
+    let hostile = holding_status_id("b", "ext-a");
     let system = System::default();
     system.put("ext-a", "a");
     let b = World::sharing(system, hostile, Arc::clone(&claims));
