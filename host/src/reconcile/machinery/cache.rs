@@ -57,33 +57,19 @@ fn encode(fields: serde_json::Map<String, Value>) -> Option<Box<str>> {
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct CachedMeta {
-    #[serde(default)]
     annotations: Option<std::collections::BTreeMap<String, String>>,
-    #[serde(default)]
     creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    #[serde(default)]
     deletion_grace_period_seconds: Option<i64>,
-    #[serde(default)]
     deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    #[serde(default)]
     finalizers: Option<Vec<String>>,
-    #[serde(default)]
     generate_name: Option<String>,
-    #[serde(default)]
     generation: Option<i64>,
-    #[serde(default)]
     labels: Option<std::collections::BTreeMap<String, String>>,
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
     owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
-    #[serde(default)]
     resource_version: Option<String>,
-    #[serde(default)]
     self_link: Option<String>,
-    #[serde(default)]
     uid: Option<String>,
 }
 
@@ -377,10 +363,9 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
-/// Drops what the host never reads from a cached object: the last-applied annotation (and
-/// managedFields, which the decoder already skipped: `CachedMeta`).
+/// Drops what the host never reads from a cached object: the last-applied annotation
+/// (managedFields never reach the cache: the decoder skips them, `CachedMeta`).
 pub fn prune(obj: &mut CachedObject) {
-    obj.metadata.managed_fields = None;
     if let Some(annotations) = obj.metadata.annotations.as_mut() {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }

@@ -81,16 +81,12 @@ pub struct Written {
 #[serde(rename_all = "camelCase")]
 pub struct WrittenMeta {
     /// `metadata.uid`.
-    #[serde(default)]
     pub uid: Option<String>,
     /// `metadata.resourceVersion`: the version the write made.
-    #[serde(default)]
     pub resource_version: Option<String>,
     /// `metadata.deletionTimestamp`.
-    #[serde(default)]
     pub deletion_timestamp: Option<Time>,
     /// `metadata.finalizers`.
-    #[serde(default)]
     pub finalizers: Option<Vec<String>>,
 }
 
