@@ -247,8 +247,17 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
     })
     .await
     .with_context(|| host.report())?;
-    let log = std::fs::read_to_string(&host.log)?;
-    assert!(log.contains("storage migration done"), "{}", host.report());
+    // The host logs that it is done after the write that dropped v1alpha1: poll for the line.
+    poll_until(
+        CONVERGE,
+        "the host to log the storage migration done",
+        || async {
+            let log = std::fs::read_to_string(&host.log)?;
+            Ok(log.contains("storage migration done").then_some(()))
+        },
+    )
+    .await
+    .with_context(|| host.report())?;
 
     // Nothing re-created: the same ids, one Created Event each, the zones still in PowerDNS.
     for (name, id) in ["a", "b"].iter().zip(&ids) {
