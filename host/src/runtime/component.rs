@@ -65,6 +65,8 @@ pub(crate) struct Loaded {
     pub(crate) limits: Limits,
     pub(crate) egress: Arc<Egress>,
     pub(crate) digest: String,
+    /// The engine's epoch ticker: each instance keeps it ticking while it lives.
+    pub(crate) ticker: Arc<engine::Ticker>,
 }
 
 /// A store with its instantiated plugin, kept between the calls of one pass.
@@ -72,6 +74,8 @@ struct Live {
     store: Store<PluginState>,
     plugin: ActuatorPlugin,
     optional: OptionalExports,
+    /// The epoch advances while the store is alive (dropped after it).
+    _ticking: engine::Ticking,
 }
 
 /// The optional exports of one instance, those the plugin has.
@@ -131,6 +135,7 @@ impl ComponentActuator {
             Arc::clone(&l.egress),
             &l.limits,
         );
+        let ticking = l.ticker.ticking();
         let mut store = Store::new(l.pre.engine(), state);
         store.limiter(|s| &mut s.memory);
         // Instantiation runs guest code (start functions): it is under the deadline too.
@@ -181,6 +186,7 @@ impl ComponentActuator {
                 conversion,
                 shortcuts,
             },
+            _ticking: ticking,
         })
     }
 

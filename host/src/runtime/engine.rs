@@ -1,6 +1,8 @@
 //! The shared wasmtime engine: component model, async, epoch interruption driven by a
 //! ticker thread, the pooling allocator when the address space allows it.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use wasmtime::{
@@ -64,8 +66,8 @@ fn pooling() -> PoolingAllocationConfig {
 }
 
 /// Builds the engine, falling back from pooling to on-demand allocation (with a log line)
-/// where the pool cannot be reserved, and starts the epoch ticker.
-pub fn new_engine() -> wasmtime::Result<(Engine, Allocation)> {
+/// where the pool cannot be reserved, and starts its epoch [`Ticker`].
+pub fn new_engine() -> wasmtime::Result<(Engine, Allocation, Arc<Ticker>)> {
     let mut config = base_config();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
     let (engine, allocation) = match Engine::new(&config) {
@@ -75,22 +77,206 @@ pub fn new_engine() -> wasmtime::Result<(Engine, Allocation)> {
             (Engine::new(&base_config())?, Allocation::OnDemand)
         }
     };
-    spawn_ticker(engine.weak());
-    Ok((engine, allocation))
+    let ticker = Ticker::start(engine.weak());
+    Ok((engine, allocation, ticker))
 }
 
-/// Increments the epoch every tick until the engine is dropped.
-fn spawn_ticker(engine: wasmtime::EngineWeak) {
-    let spawned = std::thread::Builder::new()
-        .name("orchard-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = engine.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
+/// The engine's epoch ticker: a thread that increments the epoch every [`EPOCH_TICK`] while
+/// at least one store is alive ([`Ticker::ticking`]), and sleeps parked while none is.
+///
+/// Guest code runs only inside a store, so an epoch tick with no store alive interrupts
+/// nothing; without the parking an idle host woke a hundred times a second for nothing (the
+/// only thread of an idle host that woke at all: docs/benchmarks.md). A store's first tick
+/// comes at most one tick after the ticker wakes for it, as before at most one tick after
+/// the store's start, so every deadline holds as it did.
+pub struct Ticker {
+    shared: Arc<TickerShared>,
+    /// The ticker's thread, to wake; `None` when it could not be started.
+    thread: Option<std::thread::Thread>,
+}
+
+#[derive(Default)]
+struct TickerShared {
+    /// Stores alive ([`Ticking`] guards).
+    stores: AtomicUsize,
+    /// The [`Ticker`] is gone: the thread ends.
+    stopped: AtomicBool,
+    /// The thread sleeps until a store is made (what an idle host looks like).
+    parked: AtomicBool,
+    /// The thread has ended.
+    ended: AtomicBool,
+}
+
+impl Ticker {
+    /// Starts the ticker of `engine`; its thread ends when the ticker or the engine is dropped.
+    fn start(engine: wasmtime::EngineWeak) -> Arc<Self> {
+        Self::with_tick(move || {
+            engine
+                .upgrade()
+                .map(|engine| engine.increment_epoch())
+                .is_some()
+        })
+    }
+
+    /// Starts a ticker that calls `tick` every [`EPOCH_TICK`] while a store is alive, until
+    /// `tick` answers false or the ticker is dropped.
+    fn with_tick(mut tick: impl FnMut() -> bool + Send + 'static) -> Arc<Self> {
+        let shared = Arc::new(TickerShared::default());
+        let state = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("orchard-epoch".into())
+            .spawn(move || {
+                while !state.stopped.load(Ordering::Acquire) {
+                    if state.stores.load(Ordering::Acquire) == 0 {
+                        // Woken by the first store (or the drop); an unpark that came
+                        // before the park makes it return at once, so no wake-up is lost.
+                        state.parked.store(true, Ordering::Release);
+                        std::thread::park();
+                        state.parked.store(false, Ordering::Release);
+                        continue;
+                    }
+                    std::thread::sleep(EPOCH_TICK);
+                    if !tick() {
+                        break;
+                    }
+                }
+                state.ended.store(true, Ordering::Release);
+            });
+        let thread = match spawned {
+            Ok(handle) => Some(handle.thread().clone()),
+            Err(e) => {
+                tracing::error!(error = %e, "could not start the epoch ticker: computing guests are neither interrupted nor made to yield, only the I/O timeout holds");
+                None
             }
+        };
+        Arc::new(Self { shared, thread })
+    }
+
+    /// Keeps the epoch ticking until the returned guard is dropped: one per store, held in
+    /// its data, so that the epoch advances whenever guest code may run.
+    pub fn ticking(self: &Arc<Self>) -> Ticking {
+        if self.shared.stores.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.wake();
+        }
+        Ticking {
+            ticker: Arc::clone(self),
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(thread) = &self.thread {
+            thread.unpark();
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.shared.stopped.store(true, Ordering::Release);
+        self.wake();
+    }
+}
+
+impl std::fmt::Debug for Ticker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticker")
+            .field("stores", &self.shared.stores.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// One store's claim on the epoch ticker ([`Ticker::ticking`]).
+#[derive(Debug)]
+pub struct Ticking {
+    ticker: Arc<Ticker>,
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.ticker.shared.stores.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::time::Instant;
+
+    use super::*;
+
+    /// Polls `condition` every millisecond until it holds, for at most five seconds.
+    fn eventually(what: &str, condition: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !condition() {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn counting_ticker() -> (Arc<Ticker>, Arc<AtomicU64>) {
+        let ticks = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&ticks);
+        let ticker = Ticker::with_tick(move || {
+            counter.fetch_add(1, Ordering::AcqRel);
+            true
         });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "could not start the epoch ticker: computing guests are neither interrupted nor made to yield, only the I/O timeout holds");
+        (ticker, ticks)
+    }
+
+    #[test]
+    fn the_ticker_sleeps_parked_while_no_store_is_alive_and_ticks_while_one_is() {
+        let (ticker, ticks) = counting_ticker();
+        eventually("the ticker parks with no store", || {
+            ticker.shared.parked.load(Ordering::Acquire)
+        });
+        let idle = ticks.load(Ordering::Acquire);
+
+        let first = ticker.ticking();
+        let second = ticker.ticking();
+        eventually("a store wakes the ticker", || {
+            ticks.load(Ordering::Acquire) >= idle + 2
+        });
+        assert!(!ticker.shared.parked.load(Ordering::Acquire));
+
+        drop(first);
+        let one_left = ticks.load(Ordering::Acquire);
+        eventually("it ticks on while one store is alive", || {
+            ticks.load(Ordering::Acquire) >= one_left + 2
+        });
+        assert!(!ticker.shared.parked.load(Ordering::Acquire));
+
+        drop(second);
+        eventually("the ticker parks again after the last store", || {
+            ticker.shared.parked.load(Ordering::Acquire)
+        });
+        let parked_at = ticks.load(Ordering::Acquire);
+        // Parked, it ticks no more (it re-parks on a spurious wake-up); then a store wakes it.
+        let _third = ticker.ticking();
+        eventually("a store wakes it again", || {
+            ticks.load(Ordering::Acquire) > parked_at
+        });
+    }
+
+    #[test]
+    fn dropping_the_ticker_ends_its_thread_even_while_parked() {
+        let (ticker, _ticks) = counting_ticker();
+        eventually("the ticker parks", || {
+            ticker.shared.parked.load(Ordering::Acquire)
+        });
+        let shared = Arc::clone(&ticker.shared);
+        drop(ticker);
+        eventually("the thread ends", || shared.ended.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn the_thread_ends_when_the_engine_is_gone() {
+        let shared = {
+            let ticker = Ticker::with_tick(|| false);
+            let _store = ticker.ticking();
+            let shared = Arc::clone(&ticker.shared);
+            eventually("the thread ends", || shared.ended.load(Ordering::Acquire));
+            shared
+        };
+        assert!(shared.ended.load(Ordering::Acquire));
     }
 }

@@ -90,12 +90,13 @@ pub struct Runtime {
     linker: Arc<Linker<PluginState>>,
     cache: CompiledCache,
     allocation: Allocation,
+    ticker: Arc<engine::Ticker>,
 }
 
 impl Runtime {
     /// A runtime caching compiled components in `cache_dir` (none: compile every load).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, Error> {
-        let (engine, allocation) = engine::new_engine().map_err(Error::Engine)?;
+        let (engine, allocation, ticker) = engine::new_engine().map_err(Error::Engine)?;
         let mut linker = Linker::<PluginState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Engine)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
@@ -109,6 +110,7 @@ impl Runtime {
             linker: Arc::new(linker),
             cache: CompiledCache::new(cache_dir),
             allocation,
+            ticker,
         })
     }
 
@@ -181,6 +183,7 @@ impl Runtime {
             shortcuts,
             limits: config.limits,
             digest: loaded.digest,
+            ticker: Arc::clone(&self.ticker),
         }))
     }
 
