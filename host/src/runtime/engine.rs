@@ -152,8 +152,9 @@ impl Ticker {
         Arc::new(Self { shared, thread })
     }
 
-    /// Keeps the epoch ticking until the returned guard is dropped: one per store, held in
-    /// its data, so that the epoch advances whenever guest code may run.
+    /// Keeps the epoch ticking until the returned guard is dropped: one per store, taken
+    /// before the store is made and dropped after it (`component::Live` holds it beside the
+    /// store), so that the epoch advances whenever guest code may run.
     pub fn ticking(self: &Arc<Self>) -> Ticking {
         if self.shared.stores.fetch_add(1, Ordering::AcqRel) == 0 {
             self.wake();
