@@ -1,7 +1,7 @@
 """Issue 25's scale curve (docs/benchmarks.md "Scale"): time to all Available, time to all
 deleted and the host's peak RSS against N, from bench/results/<date>-scale-n<N>.json.
 
-    python bench/plot_scale.py [--date 2026-12-03 --date 2026-12-06] [--out docs/img/scale-curve.png]
+    python bench/plot_scale.py [--date 2026-12-03 --date 2026-12-06 --date 2026-12-07] [--out docs/img/scale-curve.png]
 
 Each --date adds that day's runs (one point per N; a later date's N replaces an earlier one's).
 """
@@ -34,10 +34,10 @@ def load(dates):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--date", action="append", help="default: 2026-12-03 and 2026-12-06")
+    ap.add_argument("--date", action="append", help="default: 2026-12-03, 2026-12-06 and 2026-12-07")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "img", "scale-curve.png"))
     a = ap.parse_args()
-    rows = load(a.date or ["2026-12-03", "2026-12-06"])
+    rows = load(a.date or ["2026-12-03", "2026-12-06", "2026-12-07"])
     if not rows:
         raise SystemExit("no scale results")
     n = [r["objects"] for r in rows]
