@@ -714,6 +714,44 @@ async fn the_calls_of_one_pass_share_one_instance_and_each_plugin_call_gets_a_fr
     assert_eq!(calls_served(&plugin).await, 1);
 }
 
+/// `orchard_wasm_instances_alive{plugin}` as `/metrics` shows it (0 before the first instance).
+fn instances_alive(plugin: &str) -> i64 {
+    let text = orchard::ops::metrics::global().encode();
+    let prefix = format!("orchard_wasm_instances_alive{{plugin=\"{plugin}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |value| value.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_pass_instance_is_counted_alive_until_the_pass_ends_and_a_lone_call_only_while_it_runs() {
+    let (rt, _cache) = runtime();
+    // A name of its own: the metrics are the process's, shared with the other tests.
+    let plugin = rt
+        .load_file(
+            &plugin_path("orchard-fixture-faulty"),
+            Some("faulty-alive"),
+            PluginConfig::default(),
+        )
+        .unwrap();
+    assert_eq!(instances_alive("faulty-alive"), 0);
+    let pass = plugin.for_pass().unwrap();
+    assert_eq!(calls_served(&*pass).await, 1);
+    let other = plugin.for_pass().unwrap();
+    assert_eq!(calls_served(&*other).await, 1);
+    assert_eq!(instances_alive("faulty-alive"), 2);
+    assert_eq!(calls_served(&plugin).await, 1);
+    assert_eq!(
+        instances_alive("faulty-alive"),
+        2,
+        "a lone call's instance ends with it"
+    );
+    drop(pass);
+    assert_eq!(instances_alive("faulty-alive"), 1);
+    drop(other);
+    assert_eq!(instances_alive("faulty-alive"), 0);
+}
+
 #[tokio::test]
 async fn a_call_that_traps_in_a_pass_leaves_the_next_call_a_fresh_instance() {
     let (rt, _cache) = runtime();

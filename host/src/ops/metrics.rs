@@ -4,7 +4,9 @@
 //! - `orchard_reconcile_errors_total{plugin,kind,reason}`;
 //! - `orchard_wasm_call_duration_seconds{plugin,function,outcome}`;
 //! - `orchard_wasm_instances_total{plugin}`: instances made (one per pass, plus one after each
-//!   failed call);
+//!   failed call); `orchard_wasm_instances_alive{plugin}`: instances alive now (a pass's lives
+//!   until the pass ends). The host's pooling allocator holds 256 at once: instantiation past
+//!   that fails (a transient error of the pass), so a sum near 256 explains those failures;
 //! - `orchard_queue_depth{plugin}`: objects in the plugin's work queue (due, being passed,
 //!   or waiting for a requeue, poll or resync);
 //! - `orchard_passes_held_back_total{plugin}`: passes that waited because the cache did not
@@ -103,6 +105,7 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     wasm_calls: Histograms<CallLabels>,
     wasm_instances: Family<PluginLabels, Counter>,
+    wasm_instances_alive: Family<PluginLabels, Gauge>,
     queue_depth: Family<PluginLabels, Gauge>,
     held_back: Family<PluginLabels, Counter>,
     stale_passes: Family<PluginLabels, Counter>,
@@ -123,6 +126,19 @@ pub struct Metrics {
 struct ConversionLabels {
     plugin: String,
     result: &'static str,
+}
+
+/// One plugin instance counted in `orchard_wasm_instances_alive` until dropped
+/// ([`Metrics::wasm_instance`]).
+#[derive(Debug)]
+pub struct InstanceAlive {
+    alive: Gauge,
+}
+
+impl Drop for InstanceAlive {
+    fn drop(&mut self) {
+        self.alive.dec();
+    }
 }
 
 /// The process's metrics.
@@ -160,6 +176,12 @@ impl Metrics {
             "wasm_instances",
             "Plugin instances made",
             wasm_instances.clone(),
+        );
+        let wasm_instances_alive = Family::<PluginLabels, Gauge>::default();
+        registry.register(
+            "wasm_instances_alive",
+            "Plugin instances alive now",
+            wasm_instances_alive.clone(),
         );
         let queue_depth = Family::<PluginLabels, Gauge>::default();
         registry.register(
@@ -246,6 +268,7 @@ impl Metrics {
             errors,
             wasm_calls,
             wasm_instances,
+            wasm_instances_alive,
             queue_depth,
             held_back,
             stale_passes,
@@ -335,13 +358,16 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// An instance of `plugin` was made.
-    pub fn wasm_instance(&self, plugin: &str) {
-        self.wasm_instances
-            .get_or_create(&PluginLabels {
-                plugin: plugin.to_owned(),
-            })
-            .inc();
+    /// An instance of `plugin` is being made: counted, and alive until the returned guard is
+    /// dropped (with the instance's store).
+    pub fn wasm_instance(&self, plugin: &str) -> InstanceAlive {
+        let labels = PluginLabels {
+            plugin: plugin.to_owned(),
+        };
+        self.wasm_instances.get_or_create(&labels).inc();
+        let alive = self.wasm_instances_alive.get_or_create(&labels).clone();
+        alive.inc();
+        InstanceAlive { alive }
     }
 
     /// A pass of `plugin` waited for the cache to hold the host's own last write.

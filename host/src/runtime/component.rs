@@ -76,6 +76,8 @@ struct Live {
     optional: OptionalExports,
     /// The epoch advances while the store is alive (dropped after it).
     _ticking: engine::Ticking,
+    /// Counted in `orchard_wasm_instances_alive` while it lives.
+    _alive: crate::ops::metrics::InstanceAlive,
 }
 
 /// The optional exports of one instance, those the plugin has.
@@ -156,7 +158,7 @@ impl ComponentActuator {
                 UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             })
         });
-        crate::ops::metrics::global().wasm_instance(&l.name);
+        let alive = crate::ops::metrics::global().wasm_instance(&l.name);
         let instance = l
             .pre
             .instance_pre()
@@ -187,6 +189,7 @@ impl ComponentActuator {
                 shortcuts,
             },
             _ticking: ticking,
+            _alive: alive,
         })
     }
 
