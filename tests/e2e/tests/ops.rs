@@ -154,6 +154,16 @@ async fn the_charts_dashboard_and_alerts_name_only_metrics_a_reconciling_host_ex
         Some(0.0),
         "nothing unsettled"
     );
+    // The pass's instance ended with the pass: an idle host holds none of the pool.
+    poll_until(
+        CONVERGE,
+        "no plugin instance alive on the idle host",
+        || async {
+            let (_, metrics) = get(&url).await?;
+            Ok(sample(&metrics, "orchard_wasm_instances_alive", &[]).filter(|n| *n == 0.0))
+        },
+    )
+    .await?;
     s.delete(ZONE, "d").await?;
     s.wait_gone(ZONE, "d").await?;
     Ok(())
