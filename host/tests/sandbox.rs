@@ -23,12 +23,13 @@ fn runtime() -> (Runtime, tempfile::TempDir) {
 }
 
 fn faulty(rt: &Runtime, config: PluginConfig) -> ComponentActuator {
-    rt.load_file(
-        &plugin_path("orchard-fixture-faulty"),
-        Some("faulty"),
-        config,
-    )
-    .unwrap()
+    faulty_named(rt, "faulty", config)
+}
+
+/// The faulty fixture under a plugin name of its own (the metrics are the process's).
+fn faulty_named(rt: &Runtime, name: &str, config: PluginConfig) -> ComponentActuator {
+    rt.load_file(&plugin_path("orchard-fixture-faulty"), Some(name), config)
+        .unwrap()
 }
 
 fn tight() -> PluginConfig {
@@ -726,14 +727,7 @@ fn instances_alive(plugin: &str) -> i64 {
 #[tokio::test]
 async fn a_pass_instance_is_counted_alive_until_the_pass_ends_and_a_lone_call_only_while_it_runs() {
     let (rt, _cache) = runtime();
-    // A name of its own: the metrics are the process's, shared with the other tests.
-    let plugin = rt
-        .load_file(
-            &plugin_path("orchard-fixture-faulty"),
-            Some("faulty-alive"),
-            PluginConfig::default(),
-        )
-        .unwrap();
+    let plugin = faulty_named(&rt, "faulty-alive", PluginConfig::default());
     assert_eq!(instances_alive("faulty-alive"), 0);
     let pass = plugin.for_pass().unwrap();
     assert_eq!(calls_served(&*pass).await, 1);

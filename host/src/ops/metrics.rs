@@ -128,9 +128,29 @@ struct ConversionLabels {
     result: &'static str,
 }
 
-/// One plugin instance counted in `orchard_wasm_instances_alive` until dropped
-/// ([`Metrics::wasm_instance`]).
+/// The instance counters of one plugin, looked up once (when it is loaded) instead of by label
+/// at every instance ([`Metrics::wasm_instances`]).
+#[derive(Debug, Clone)]
+pub struct InstanceCounters {
+    made: Counter,
+    alive: Gauge,
+}
+
+impl InstanceCounters {
+    /// An instance is being made: counted, and alive until the returned guard is dropped (with
+    /// the instance's store).
+    pub fn made(&self) -> InstanceAlive {
+        self.made.inc();
+        self.alive.inc();
+        InstanceAlive {
+            alive: self.alive.clone(),
+        }
+    }
+}
+
+/// One plugin instance counted in `orchard_wasm_instances_alive` until dropped.
 #[derive(Debug)]
+#[must_use = "the instance counts as alive only while the guard lives"]
 pub struct InstanceAlive {
     alive: Gauge,
 }
@@ -358,16 +378,16 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// An instance of `plugin` is being made: counted, and alive until the returned guard is
-    /// dropped (with the instance's store).
-    pub fn wasm_instance(&self, plugin: &str) -> InstanceAlive {
+    /// The instance counters of `plugin` (`orchard_wasm_instances_total` and
+    /// `orchard_wasm_instances_alive`), both exported at 0 from now on.
+    pub fn wasm_instances(&self, plugin: &str) -> InstanceCounters {
         let labels = PluginLabels {
             plugin: plugin.to_owned(),
         };
-        self.wasm_instances.get_or_create(&labels).inc();
-        let alive = self.wasm_instances_alive.get_or_create(&labels).clone();
-        alive.inc();
-        InstanceAlive { alive }
+        InstanceCounters {
+            made: self.wasm_instances.get_or_create(&labels).clone(),
+            alive: self.wasm_instances_alive.get_or_create(&labels).clone(),
+        }
     }
 
     /// A pass of `plugin` waited for the cache to hold the host's own last write.

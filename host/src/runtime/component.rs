@@ -67,6 +67,8 @@ pub(crate) struct Loaded {
     pub(crate) digest: String,
     /// The engine's epoch ticker: each instance keeps it ticking while it lives.
     pub(crate) ticker: Arc<engine::Ticker>,
+    /// The plugin's instance counters (made, alive).
+    pub(crate) instances: crate::ops::metrics::InstanceCounters,
 }
 
 /// A store with its instantiated plugin, kept between the calls of one pass.
@@ -158,7 +160,7 @@ impl ComponentActuator {
                 UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             })
         });
-        let alive = crate::ops::metrics::global().wasm_instance(&l.name);
+        let alive = l.instances.made();
         let instance = l
             .pre
             .instance_pre()

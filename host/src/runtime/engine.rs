@@ -188,6 +188,7 @@ impl std::fmt::Debug for Ticker {
 
 /// One store's claim on the epoch ticker ([`Ticker::ticking`]).
 #[derive(Debug)]
+#[must_use = "the epoch ticks only while the guard lives"]
 pub struct Ticking {
     ticker: Arc<Ticker>,
 }

@@ -174,6 +174,7 @@ impl Runtime {
             "plugin loaded"
         );
         let name: Arc<str> = name.into();
+        let instances = crate::ops::metrics::global().wasm_instances(&name);
         Ok(ComponentActuator::new(component::Loaded {
             egress: Arc::new(egress::Egress::new(config.egress, Arc::clone(&name))),
             name,
@@ -184,6 +185,7 @@ impl Runtime {
             limits: config.limits,
             digest: loaded.digest,
             ticker: Arc::clone(&self.ticker),
+            instances,
         }))
     }
 

@@ -746,6 +746,28 @@ mod tests {
         assert_eq!(obj.data["status"], serde_json::json!({"id": "a.test."}));
     }
 
+    #[test]
+    fn pruning_drops_the_last_applied_annotation_and_keeps_the_others() {
+        let mut obj: CachedObject = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "z", "uid": "u1",
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"big\":1}",
+                    "orchard.dev/create-pending": "2026-12-01T00:00:00Z",
+                },
+                "managedFields": [{"manager": "kubectl"}],
+            },
+        }))
+        .unwrap();
+        prune(&mut obj);
+        let annotations = obj.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["orchard.dev/create-pending"]
+        );
+        assert!(obj.metadata.managed_fields.is_none());
+    }
+
     /// A zone as the apiserver sends it, managedFields and all.
     const ZONE: &str = r#"{"apiVersion":"pdns.orchard.dev/v1alpha1","kind":"DnsZone",
         "metadata":{"name":"z","namespace":"ns","uid":"u1","resourceVersion":"42","generation":2,

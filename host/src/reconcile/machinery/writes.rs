@@ -314,6 +314,16 @@ mod tests {
             written.metadata.finalizers,
             Some(vec!["orchard.dev/pdns-zone".to_owned()])
         );
+        let partial: Written =
+            serde_json::from_str(r#"{"metadata":{"uid":"u1","name":"z"}}"#).unwrap();
+        assert_eq!(
+            partial.metadata,
+            WrittenMeta {
+                uid: Some("u1".to_owned()),
+                ..WrittenMeta::default()
+            },
+            "a field the answer leaves out is None"
+        );
         let bare: Written = serde_json::from_str(r#"{"kind":"DnsZone"}"#).unwrap();
         assert_eq!(
             bare,
