@@ -12,6 +12,7 @@ use orchard::actuator::{
     Actuator, CallError, Convertible, ExternalResource, Failure, ManagedObject, NativeActuator,
     Progress,
 };
+use orchard::runtime::admission::Footprint;
 use orchard::runtime::engine::EPOCH_TICK;
 use orchard::runtime::limits::MAX_OUTPUT_LINES_PER_CALL;
 use orchard::runtime::{ComponentActuator, EgressPolicy, Limits, PluginConfig, Runtime};
@@ -744,6 +745,116 @@ async fn a_pass_instance_is_counted_alive_until_the_pass_ends_and_a_lone_call_on
     assert_eq!(instances_alive("faulty-alive"), 1);
     drop(other);
     assert_eq!(instances_alive("faulty-alive"), 0);
+}
+
+/// `orchard_wasm_instance_waits_total{plugin}` as `/metrics` shows it.
+fn instance_waits(plugin: &str) -> u64 {
+    let text = orchard::ops::metrics::global().encode();
+    let prefix = format!("orchard_wasm_instance_waits_total{{plugin=\"{plugin}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |value| value.trim().parse().unwrap())
+}
+
+/// The footprint admission counts for `component`, and what one instance of it takes from
+/// the engine's pool as wasmtime counts it.
+async fn footprint_and_pool_use(path: &std::path::Path) -> (Footprint, u64, usize) {
+    let (rt, _cache) = runtime();
+    let bytes = std::fs::read(path).unwrap();
+    let component = wasmtime::component::Component::new(rt.engine(), &bytes).unwrap();
+    let footprint = Footprint::of(&bytes, component.resources_required()).unwrap();
+    let plugin = rt
+        .load("footprint", &bytes, PluginConfig::default())
+        .unwrap();
+    let pool = || rt.engine().pooling_allocator_metrics().unwrap();
+    let (cores, memories) = (pool().core_instances(), pool().memories());
+    let pass = plugin.for_pass().unwrap();
+    calls_served(&*pass).await;
+    let used = (
+        pool().core_instances() - cores,
+        pool().memories() - memories,
+    );
+    drop(pass);
+    (footprint, used.0, used.1)
+}
+
+#[tokio::test]
+async fn a_plugins_footprint_counts_the_core_instances_and_memories_its_instance_takes() {
+    let (footprint, cores, memories) =
+        footprint_and_pool_use(&plugin_path("orchard-fixture-faulty")).await;
+    assert_eq!(u64::from(footprint.core_instances), cores, "{footprint:?}");
+    assert_eq!(footprint.memories as usize, memories, "{footprint:?}");
+    assert_eq!(
+        footprint.core_instances, 3,
+        "a Rust component: main, adapter, shim"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_past_the_instance_pool_wait_for_room_and_one_whose_deadline_passes_fails_as_pool_full()
+ {
+    let (rt, _cache) = runtime();
+    let plugin = faulty_named(&rt, "faulty-pool", PluginConfig::default());
+    // The pool holds 256 component instances (any plugin's instance today: 16 of its 4,096
+    // units). Fill it with passes that each keep their instance.
+    let mut held = Vec::new();
+    for _ in 0..orchard::runtime::engine::POOL.component_instances {
+        let pass = plugin.for_pass().unwrap();
+        assert_eq!(calls_served(&*pass).await, 1);
+        held.push(pass);
+    }
+    assert_eq!(instance_waits("faulty-pool"), 0);
+    // A call that finds no room before its deadline fails with its own error, not an
+    // instantiation failure, and takes nothing from the pool.
+    let hurried = faulty_named(&rt, "faulty-pool-hurried", tight());
+    let started = Instant::now();
+    let err = hurried
+        .for_pass()
+        .unwrap()
+        .get_by_id(&obj(), "calls")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CallError::PoolFull { plugin, function: "get-by-id", waited_ms } if plugin == "faulty-pool-hurried" && *waited_ms >= 250),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("no room in the host's instance pool"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "it waited out its deadline"
+    );
+    // One more pass waits, and is served as soon as one pass ends.
+    let waiting = tokio::spawn({
+        let pass = plugin.for_pass().unwrap();
+        async move { calls_served(&*pass).await }
+    });
+    let until = Instant::now() + Duration::from_secs(10);
+    while instance_waits("faulty-pool") == 0 {
+        assert!(
+            Instant::now() < until,
+            "the pass past the pool never waited"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiting.is_finished(), "no room came free: it still waits");
+    drop(held.pop());
+    assert_eq!(
+        waiting.await.unwrap(),
+        1,
+        "the waiting pass got a fresh instance"
+    );
+    // The pool is whole again once the passes end: every one of them can run once more.
+    held.clear();
+    for _ in 0..orchard::runtime::engine::POOL.component_instances {
+        let pass = plugin.for_pass().unwrap();
+        assert_eq!(calls_served(&*pass).await, 1);
+        held.push(pass);
+    }
+    assert_eq!(instance_waits("faulty-pool"), 1);
 }
 
 #[tokio::test]

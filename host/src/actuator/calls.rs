@@ -24,7 +24,7 @@ pub struct Call {
     /// How long it took, in milliseconds.
     pub took_ms: u64,
     /// `ok` when the plugin answered (its answer may still be a failure), else why not
-    /// (`deadline`, `memory-cap`, `trap`, `contract`, `instantiate`).
+    /// (`deadline`, `memory-cap`, `trap`, `contract`, `instantiate`, `pool-full`).
     pub outcome: &'static str,
 }
 

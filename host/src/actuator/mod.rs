@@ -71,6 +71,19 @@ pub enum CallError {
         /// Why no instance could be made.
         message: String,
     },
+    /// The host's instance pool had no room for the call's instance before its deadline: the
+    /// host runs more plugin instances at once than its pool holds (`runtime::admission`).
+    #[error(
+        "plugin {plugin}: no room in the host's instance pool for {function} within the call's deadline (waited {waited_ms} ms): more plugin instances run at once than the pool holds"
+    )]
+    PoolFull {
+        /// The plugin the call went to.
+        plugin: String,
+        /// The contract function called.
+        function: &'static str,
+        /// How long the call waited for room.
+        waited_ms: u128,
+    },
 }
 
 impl CallError {
@@ -81,12 +94,13 @@ impl CallError {
             | Self::MemoryCap { plugin, .. }
             | Self::Trap { plugin, .. }
             | Self::Contract { plugin, .. }
-            | Self::Instantiate { plugin, .. } => plugin,
+            | Self::Instantiate { plugin, .. }
+            | Self::PoolFull { plugin, .. } => plugin,
         }
     }
 
     /// What stopped the call, as one word: `deadline`, `memory-cap`, `trap`, `contract`,
-    /// `instantiate`.
+    /// `instantiate`, `pool-full`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Deadline { .. } => "deadline",
@@ -94,6 +108,7 @@ impl CallError {
             Self::Trap { .. } => "trap",
             Self::Contract { .. } => "contract",
             Self::Instantiate { .. } => "instantiate",
+            Self::PoolFull { .. } => "pool-full",
         }
     }
 }

@@ -5,8 +5,12 @@
 //! - `orchard_wasm_call_duration_seconds{plugin,function,outcome}`;
 //! - `orchard_wasm_instances_total{plugin}`: instances made (one per pass, plus one after each
 //!   failed call); `orchard_wasm_instances_alive{plugin}`: instances alive now (a pass's lives
-//!   until the pass ends). The host's pooling allocator holds 256 at once: instantiation past
-//!   that fails (a transient error of the pass), so a sum near 256 explains those failures;
+//!   until the pass ends); `orchard_wasm_instance_waits_total{plugin}`: instances that found
+//!   no room in the host's instance pool at once and waited for it; `orchard_wasm_pool_units` and
+//!   `orchard_wasm_pool_units_in_use`: the pool's budget and what the instances alive take of
+//!   it ([`crate::runtime::admission`]: 4,096 units, an instance of any plugin today 16, so
+//!   256 instances) — at the budget, instances wait; past their call's deadline they fail as
+//!   `pool-full`;
 //! - `orchard_queue_depth{plugin}`: objects in the plugin's work queue (due, being passed,
 //!   or waiting for a requeue, poll or resync);
 //! - `orchard_passes_held_back_total{plugin}`: passes that waited because the cache did not
@@ -106,6 +110,9 @@ pub struct Metrics {
     wasm_calls: Histograms<CallLabels>,
     wasm_instances: Family<PluginLabels, Counter>,
     wasm_instances_alive: Family<PluginLabels, Gauge>,
+    wasm_instance_waits: Family<PluginLabels, Counter>,
+    wasm_pool_units: Gauge,
+    wasm_pool_units_in_use: Gauge,
     queue_depth: Family<PluginLabels, Gauge>,
     held_back: Family<PluginLabels, Counter>,
     stale_passes: Family<PluginLabels, Counter>,
@@ -134,9 +141,15 @@ struct ConversionLabels {
 pub struct InstanceCounters {
     made: Counter,
     alive: Gauge,
+    waited: Counter,
 }
 
 impl InstanceCounters {
+    /// An instance found no room in the pool at once: it waits.
+    pub fn waited(&self) {
+        self.waited.inc();
+    }
+
     /// An instance is being made: counted, and alive until the returned guard is dropped (with
     /// the instance's store).
     pub fn made(&self) -> InstanceAlive {
@@ -202,6 +215,24 @@ impl Metrics {
             "wasm_instances_alive",
             "Plugin instances alive now",
             wasm_instances_alive.clone(),
+        );
+        let wasm_instance_waits = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "wasm_instance_waits",
+            "Plugin instances that waited for room in the host's instance pool",
+            wasm_instance_waits.clone(),
+        );
+        let wasm_pool_units = Gauge::default();
+        registry.register(
+            "wasm_pool_units",
+            "The host's instance pool, in units (a core instance each)",
+            wasm_pool_units.clone(),
+        );
+        let wasm_pool_units_in_use = Gauge::default();
+        registry.register(
+            "wasm_pool_units_in_use",
+            "Units of the instance pool the plugin instances alive take",
+            wasm_pool_units_in_use.clone(),
         );
         let queue_depth = Family::<PluginLabels, Gauge>::default();
         registry.register(
@@ -289,6 +320,9 @@ impl Metrics {
             wasm_calls,
             wasm_instances,
             wasm_instances_alive,
+            wasm_instance_waits,
+            wasm_pool_units,
+            wasm_pool_units_in_use,
             queue_depth,
             held_back,
             stale_passes,
@@ -367,7 +401,7 @@ impl Metrics {
     }
 
     /// One plugin call finished: `ok`, or why it gave no answer (`deadline`, `memory-cap`,
-    /// `trap`, `contract`, `instantiate`).
+    /// `trap`, `contract`, `instantiate`, `pool-full`).
     pub fn wasm_call(&self, plugin: &str, function: &str, outcome: &str, elapsed: Duration) {
         self.wasm_calls
             .get_or_create(&CallLabels {
@@ -378,8 +412,9 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// The instance counters of `plugin` (`orchard_wasm_instances_total` and
-    /// `orchard_wasm_instances_alive`), both exported at 0 from now on.
+    /// The instance counters of `plugin` (`orchard_wasm_instances_total`,
+    /// `orchard_wasm_instances_alive`, `orchard_wasm_instance_waits_total`), all exported at 0
+    /// from now on.
     pub fn wasm_instances(&self, plugin: &str) -> InstanceCounters {
         let labels = PluginLabels {
             plugin: plugin.to_owned(),
@@ -387,7 +422,14 @@ impl Metrics {
         InstanceCounters {
             made: self.wasm_instances.get_or_create(&labels).clone(),
             alive: self.wasm_instances_alive.get_or_create(&labels).clone(),
+            waited: self.wasm_instance_waits.get_or_create(&labels).clone(),
         }
+    }
+
+    /// The instance pool's gauges: its budget (set to `units`) and the units in use.
+    pub fn wasm_pool(&self, units: u32) -> Gauge {
+        self.wasm_pool_units.set(i64::from(units));
+        self.wasm_pool_units_in_use.clone()
     }
 
     /// A pass of `plugin` waited for the cache to hold the host's own last write.

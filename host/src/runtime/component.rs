@@ -67,8 +67,11 @@ pub(crate) struct Loaded {
     pub(crate) digest: String,
     /// The engine's epoch ticker: each instance keeps it ticking while it lives.
     pub(crate) ticker: Arc<engine::Ticker>,
-    /// The plugin's instance counters (made, alive).
+    /// The plugin's instance counters (made, alive, waited).
     pub(crate) instances: crate::ops::metrics::InstanceCounters,
+    /// The host's pool budget, and the units one instance of this plugin takes from it.
+    pub(crate) admission: Arc<super::admission::Admission>,
+    pub(crate) weight: u32,
 }
 
 /// A store with its instantiated plugin, kept between the calls of one pass.
@@ -80,6 +83,9 @@ struct Live {
     _ticking: engine::Ticking,
     /// Counted in `orchard_wasm_instances_alive` while it lives.
     _alive: crate::ops::metrics::InstanceAlive,
+    /// Its room in the pool. Last: fields drop in order, so the store has given its slots back
+    /// to the pool before the units are free for another instance.
+    _admitted: super::admission::Admitted,
 }
 
 /// The optional exports of one instance, those the plugin has.
@@ -133,6 +139,17 @@ impl ComponentActuator {
         deadline: Instant,
     ) -> CallResult<Live> {
         let l = &self.loaded;
+        // Room in the pool first: past it instantiation would fail. Declared before the store,
+        // it is dropped after it on every path.
+        let admitted = l
+            .admission
+            .admit(l.weight, deadline, || l.instances.waited())
+            .await
+            .map_err(|full| CallError::PoolFull {
+                plugin: l.name.to_string(),
+                function,
+                waited_ms: full.waited.as_millis(),
+            })?;
         let state = PluginState::new(
             Arc::clone(&l.name),
             object.to_owned(),
@@ -192,6 +209,7 @@ impl ComponentActuator {
             },
             _ticking: ticking,
             _alive: alive,
+            _admitted: admitted,
         })
     }
 

@@ -41,15 +41,39 @@ fn base_config() -> Config {
     config
 }
 
+/// How many of each kind of slot the pooling allocator holds for the whole host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSize {
+    /// Component instances (one per plugin instance).
+    pub component_instances: u32,
+    /// Core module instances (a Rust plugin's instance holds 3, a Python one's 14).
+    pub core_instances: u32,
+    /// Linear memories.
+    pub memories: u32,
+    /// Tables.
+    pub tables: u32,
+}
+
+/// The host's pool. Sized like Spin's defaults, scaled down: a few hundred concurrent
+/// instances is more than one host's reconcile concurrency needs; instances past it wait for
+/// room ([`super::admission`]). 16 core instances per component instance: a Python plugin's
+/// instance holds 14, and the pool only counts core instances (it reserves nothing for
+/// them), so that at 1,024 a host ran out of them at 73 Python instances.
+pub const POOL: PoolSize = PoolSize {
+    component_instances: 256,
+    core_instances: 4096,
+    memories: 512,
+    tables: 1024,
+};
+
 fn pooling() -> PoolingAllocationConfig {
-    // Sized like Spin's defaults, scaled down: a few hundred concurrent calls is far more
-    // than one host's reconcile concurrency.
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(256)
-        .total_core_instances(1024)
-        .total_memories(512)
-        .total_tables(1024)
-        .total_stacks(256)
+    pool.total_component_instances(POOL.component_instances)
+        .total_core_instances(POOL.core_instances)
+        .total_memories(POOL.memories)
+        .total_tables(POOL.tables)
+        // A fiber stack is held by a store's call in flight: at most one per instance.
+        .total_stacks(POOL.component_instances)
         .max_component_instance_size(10 << 20)
         .max_core_instance_size(10 << 20)
         .max_memories_per_component(32)

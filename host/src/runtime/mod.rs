@@ -2,6 +2,7 @@
 //! [`ComponentActuator`]s made from component bytes with per-plugin [`Limits`] and
 //! [`EgressPolicy`].
 
+pub mod admission;
 mod bindings;
 pub mod cache;
 mod component;
@@ -62,6 +63,15 @@ pub enum Error {
         /// What linking reported.
         source: wasmtime::Error,
     },
+    /// One instance of the component would not fit in the host's instance pool.
+    #[error("plugin {plugin}: {source}")]
+    Footprint {
+        /// The plugin.
+        plugin: String,
+        #[source]
+        /// What it needs, and of what the pool holds too few.
+        source: admission::Error,
+    },
     /// A memory limit larger than the engine's slots.
     #[error("plugin {plugin}: memory limit {asked} bytes exceeds the host's maximum of {max}")]
     MemoryLimit {
@@ -91,6 +101,8 @@ pub struct Runtime {
     cache: CompiledCache,
     allocation: Allocation,
     ticker: Arc<engine::Ticker>,
+    /// The pool's budget every instance of every plugin takes its room from.
+    admission: Arc<admission::Admission>,
 }
 
 impl Runtime {
@@ -111,6 +123,10 @@ impl Runtime {
             cache: CompiledCache::new(cache_dir),
             allocation,
             ticker,
+            admission: Arc::new(
+                admission::Admission::new(engine::POOL)
+                    .metered(crate::ops::metrics::global().wasm_pool(engine::POOL.core_instances)),
+            ),
         })
     }
 
@@ -165,12 +181,27 @@ impl Runtime {
             None => None,
         };
         let shortcuts = ShortcutsExport::find(&loaded.component).map_err(world)?;
+        let footprint = |source| Error::Footprint {
+            plugin: name.to_owned(),
+            source,
+        };
+        let footprint = admission::Footprint::of(bytes, loaded.component.resources_required())
+            .map_err(footprint)?;
+        let weight = self
+            .admission
+            .weight(footprint)
+            .map_err(|source| Error::Footprint {
+                plugin: name.to_owned(),
+                source,
+            })?;
         let pre = ActuatorPluginPre::new(pre).map_err(world)?;
         tracing::info!(
             plugin = name,
             digest = %loaded.digest,
             cache_hit = loaded.cache_hit,
             elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            core_instances = footprint.core_instances,
+            pool_units = weight,
             "plugin loaded"
         );
         let name: Arc<str> = name.into();
@@ -186,6 +217,8 @@ impl Runtime {
             digest: loaded.digest,
             ticker: Arc::clone(&self.ticker),
             instances,
+            admission: Arc::clone(&self.admission),
+            weight,
         }))
     }
 

@@ -154,16 +154,28 @@ async fn the_charts_dashboard_and_alerts_name_only_metrics_a_reconciling_host_ex
         Some(0.0),
         "nothing unsettled"
     );
-    // The pass's instance ended with the pass: an idle host holds none of the pool.
+    // The pass's instance ended with the pass: an idle host holds none of the pool, and gave
+    // back the units its instance took.
     poll_until(
         CONVERGE,
         "no plugin instance alive on the idle host",
         || async {
             let (_, metrics) = get(&url).await?;
-            Ok(sample(&metrics, "orchard_wasm_instances_alive", &[]).filter(|n| *n == 0.0))
+            let alive = sample(&metrics, "orchard_wasm_instances_alive", &[]);
+            let taken = sample(&metrics, "orchard_wasm_pool_units_in_use", &[]);
+            Ok((alive == Some(0.0) && taken == Some(0.0)).then_some(()))
         },
     )
     .await?;
+    assert_eq!(
+        sample(&metrics, "orchard_wasm_pool_units", &[]),
+        Some(4096.0)
+    );
+    assert_eq!(
+        sample(&metrics, "orchard_wasm_instance_waits_total", &[]),
+        Some(0.0),
+        "one zone never fills the pool"
+    );
     s.delete(ZONE, "d").await?;
     s.wait_gone(ZONE, "d").await?;
     Ok(())
