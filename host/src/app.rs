@@ -208,6 +208,8 @@ pub struct AppConfig {
     pub sandbox: PluginConfig,
     /// The compiled-component cache (`None`: no cache).
     pub compiled_cache_dir: Option<PathBuf>,
+    /// Plugin instances the host runs at once, over all its kinds (`--instance-pool`).
+    pub instance_pool: u32,
     /// The controllers' settings.
     pub reconcile: ReconcileConfig,
     /// Apply the CRDs of the plugins (and of the Plugin kind when watched).
@@ -356,7 +358,11 @@ impl App {
         }
 
         // Phase 2: load.
-        let runtime = Runtime::new(config.compiled_cache_dir.clone()).map_err(Error::Runtime)?;
+        let runtime = Runtime::with_pool(
+            config.compiled_cache_dir.clone(),
+            crate::runtime::engine::PoolSize::for_instances(config.instance_pool),
+        )
+        .map_err(Error::Runtime)?;
         let mut plugins = Vec::with_capacity(config.static_plugins.len());
         for plugin in &config.static_plugins {
             let loaded = load(&runtime, plugin, &config.sandbox).await;

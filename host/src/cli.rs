@@ -73,6 +73,15 @@ pub struct SandboxArgs {
     /// Directory of the compiled-component cache.
     #[arg(long, env = "ORCHARD_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Plugin instances the host runs at once, over all its kinds (a pass holds one); past
+    /// them a pass waits for room within its call's deadline.
+    #[arg(
+        long,
+        default_value_t = crate::runtime::engine::POOL.component_instances,
+        env = "ORCHARD_INSTANCE_POOL",
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::runtime::engine::MAX_POOL_INSTANCES))
+    )]
+    pub instance_pool: u32,
 }
 
 impl SandboxArgs {
@@ -95,9 +104,12 @@ impl SandboxArgs {
         self.cache_dir.clone().or_else(CompiledCache::default_dir)
     }
 
-    /// A runtime with the configured cache.
+    /// A runtime with the configured cache and instance pool.
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
-        Ok(Runtime::new(self.cache_dir())?)
+        Ok(Runtime::with_pool(
+            self.cache_dir(),
+            crate::runtime::engine::PoolSize::for_instances(self.instance_pool),
+        )?)
     }
 }
 
@@ -1032,6 +1044,7 @@ impl RunArgs {
                 oci_cache_dir: plugin_objects.oci_cache_dir.or_else(default_oci_cache_dir),
             }),
             compiled_cache_dir: sandbox.cache_dir(),
+            instance_pool: sandbox.instance_pool,
             sandbox: sandbox.plugin_config()?,
             reconcile: ReconcileConfig {
                 namespaces: reconcile.namespaces,
@@ -1099,4 +1112,33 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::SandboxArgs;
+
+    #[derive(Debug, Parser)]
+    struct Sandbox {
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    }
+
+    fn instance_pool(args: &[&str]) -> Result<u32, clap::Error> {
+        Sandbox::try_parse_from(std::iter::once("orchard").chain(args.iter().copied()))
+            .map(|s| s.sandbox.instance_pool)
+    }
+
+    #[test]
+    fn the_instance_pool_defaults_to_256_and_takes_1_to_1024() {
+        assert_eq!(instance_pool(&[]).unwrap(), 256);
+        assert_eq!(instance_pool(&["--instance-pool", "1"]).unwrap(), 1);
+        assert_eq!(instance_pool(&["--instance-pool", "1024"]).unwrap(), 1024);
+        for bad in ["0", "1025", "lots"] {
+            let err = instance_pool(&["--instance-pool", bad]).unwrap_err();
+            assert!(err.to_string().contains("--instance-pool"), "{err}");
+        }
+    }
 }

@@ -193,6 +193,7 @@ fn echo_host(ns: &str, instance: &str) -> AppConfig {
         plugin_objects: None,
         sandbox: PluginConfig::default(),
         compiled_cache_dir: None,
+        instance_pool: orchard::runtime::engine::POOL.component_instances,
         reconcile: ReconcileConfig {
             namespaces: vec![ns.to_owned()],
             default_resync: None,

@@ -13,7 +13,7 @@ use orchard::actuator::{
     Progress,
 };
 use orchard::runtime::admission::Footprint;
-use orchard::runtime::engine::EPOCH_TICK;
+use orchard::runtime::engine::{EPOCH_TICK, PoolSize};
 use orchard::runtime::limits::MAX_OUTPUT_LINES_PER_CALL;
 use orchard::runtime::{ComponentActuator, EgressPolicy, Limits, PluginConfig, Runtime};
 use support::{CapturedLogs, CpuHog, LoopbackServer, plugin_path};
@@ -793,19 +793,23 @@ async fn a_plugins_footprint_counts_the_core_instances_and_memories_its_instance
 #[tokio::test(flavor = "multi_thread")]
 async fn passes_past_the_instance_pool_wait_for_room_and_one_whose_deadline_passes_fails_as_pool_full()
  {
-    let (rt, _cache) = runtime();
+    // A host given a pool of 4 instances (`--instance-pool 4`); the default, 256, behaves
+    // alike (its core instances and memories: `a_plugins_footprint…`).
+    const POOL: u32 = 4;
+    let cache = tempfile::tempdir().unwrap();
+    let rt =
+        Runtime::with_pool(Some(cache.path().to_owned()), PoolSize::for_instances(POOL)).unwrap();
     let plugin = faulty_named(&rt, "faulty-pool", PluginConfig::default());
-    // The pool holds 256 component instances (any plugin's instance today: 16 of its 4,096
-    // units). Fill it with passes that each keep their instance.
+    // Fill the pool with passes that each keep their instance.
     let mut held = Vec::new();
-    for _ in 0..orchard::runtime::engine::POOL.component_instances {
+    for _ in 0..POOL {
         let pass = plugin.for_pass().unwrap();
         assert_eq!(calls_served(&*pass).await, 1);
         held.push(pass);
     }
     assert_eq!(instance_waits("faulty-pool"), 0);
-    // A call that finds no room before its deadline fails with its own error, not an
-    // instantiation failure, and takes nothing from the pool.
+    // A call that finds no room before its deadline fails with its own error, not the
+    // pool's "maximum concurrent limit" instantiation failure, and takes nothing from it.
     let hurried = faulty_named(&rt, "faulty-pool-hurried", tight());
     let started = Instant::now();
     let err = hurried
@@ -847,14 +851,22 @@ async fn passes_past_the_instance_pool_wait_for_room_and_one_whose_deadline_pass
         1,
         "the waiting pass got a fresh instance"
     );
-    // The pool is whole again once the passes end: every one of them can run once more.
+    // The pool is whole again once the passes end: as many passes as before run at once.
     held.clear();
-    for _ in 0..orchard::runtime::engine::POOL.component_instances {
+    for _ in 0..POOL {
         let pass = plugin.for_pass().unwrap();
         assert_eq!(calls_served(&*pass).await, 1);
         held.push(pass);
     }
     assert_eq!(instance_waits("faulty-pool"), 1);
+}
+
+#[test]
+fn the_default_pool_holds_256_instances_of_16_core_instances_each() {
+    let pool = orchard::runtime::engine::POOL;
+    assert_eq!(pool, PoolSize::for_instances(256));
+    assert_eq!(pool.core_instances, 4096, "a Python instance holds 14");
+    assert_eq!(pool.memories, 512);
 }
 
 #[tokio::test]

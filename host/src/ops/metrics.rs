@@ -8,9 +8,9 @@
 //!   until the pass ends); `orchard_wasm_instance_waits_total{plugin}`: instances that found
 //!   no room in the host's instance pool at once and waited for it; `orchard_wasm_pool_units` and
 //!   `orchard_wasm_pool_units_in_use`: the pool's budget and what the instances alive take of
-//!   it ([`crate::runtime::admission`]: 4,096 units, an instance of any plugin today 16, so
-//!   256 instances) — at the budget, instances wait; past their call's deadline they fail as
-//!   `pool-full`;
+//!   it ([`crate::runtime::admission`]: 16 units per instance the pool holds, 4,096 by
+//!   default; an instance of any plugin today takes 16) — at the budget, instances wait; past
+//!   their call's deadline they fail as `pool-full`;
 //! - `orchard_queue_depth{plugin}`: objects in the plugin's work queue (due, being passed,
 //!   or waiting for a requeue, poll or resync);
 //! - `orchard_passes_held_back_total{plugin}`: passes that waited because the cache did not

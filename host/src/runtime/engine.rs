@@ -54,26 +54,39 @@ pub struct PoolSize {
     pub tables: u32,
 }
 
-/// The host's pool. Sized like Spin's defaults, scaled down: a few hundred concurrent
-/// instances is more than one host's reconcile concurrency needs; instances past it wait for
-/// room ([`super::admission`]). 16 core instances per component instance: a Python plugin's
-/// instance holds 14, and the pool only counts core instances (it reserves nothing for
-/// them), so that at 1,024 a host ran out of them at 73 Python instances.
-pub const POOL: PoolSize = PoolSize {
-    component_instances: 256,
-    core_instances: 4096,
-    memories: 512,
-    tables: 1024,
-};
+impl PoolSize {
+    /// A pool for `instances` plugin instances at once, of any plugin of the five guest
+    /// languages: 16 core instances each (a Python plugin's instance holds 14; the pool only
+    /// counts core instances, it reserves nothing for them, so that at 4 each a host ran out
+    /// of them at 73 Python instances), 2 memories (each reserves its slot's address space:
+    /// [`MAX_PLUGIN_MEMORY`] and guards) and 4 tables.
+    pub const fn for_instances(instances: u32) -> Self {
+        Self {
+            component_instances: instances,
+            core_instances: instances * 16,
+            memories: instances * 2,
+            tables: instances * 4,
+        }
+    }
+}
 
-fn pooling() -> PoolingAllocationConfig {
+/// Largest pool a host may be given (`--instance-pool`): its memories alone reserve a few TiB
+/// of address space (never resident), within the 128 TiB of a 64-bit process.
+pub const MAX_POOL_INSTANCES: u32 = 1024;
+
+/// The host's pool by default. Sized like Spin's defaults, scaled down: a few hundred
+/// concurrent instances is more than one host's reconcile concurrency needs (16 per kind by
+/// default); instances past it wait for room ([`super::admission`]).
+pub const POOL: PoolSize = PoolSize::for_instances(256);
+
+fn pooling(size: PoolSize) -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(POOL.component_instances)
-        .total_core_instances(POOL.core_instances)
-        .total_memories(POOL.memories)
-        .total_tables(POOL.tables)
+    pool.total_component_instances(size.component_instances)
+        .total_core_instances(size.core_instances)
+        .total_memories(size.memories)
+        .total_tables(size.tables)
         // A fiber stack is held by a store's call in flight: at most one per instance.
-        .total_stacks(POOL.component_instances)
+        .total_stacks(size.component_instances)
         .max_component_instance_size(10 << 20)
         .max_core_instance_size(10 << 20)
         .max_memories_per_component(32)
@@ -89,11 +102,11 @@ fn pooling() -> PoolingAllocationConfig {
     pool
 }
 
-/// Builds the engine, falling back from pooling to on-demand allocation (with a log line)
-/// where the pool cannot be reserved, and starts its epoch [`Ticker`].
-pub fn new_engine() -> wasmtime::Result<(Engine, Allocation, Arc<Ticker>)> {
+/// Builds the engine with a pool of `size`, falling back from pooling to on-demand allocation
+/// (with a log line) where the pool cannot be reserved, and starts its epoch [`Ticker`].
+pub fn new_engine(size: PoolSize) -> wasmtime::Result<(Engine, Allocation, Arc<Ticker>)> {
     let mut config = base_config();
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling()));
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(size)));
     let (engine, allocation) = match Engine::new(&config) {
         Ok(engine) => (engine, Allocation::Pooling),
         Err(e) => {

@@ -106,9 +106,15 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// A runtime caching compiled components in `cache_dir` (none: compile every load).
+    /// A runtime caching compiled components in `cache_dir` (none: compile every load), with
+    /// the default instance pool ([`engine::POOL`]).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, Error> {
-        let (engine, allocation, ticker) = engine::new_engine().map_err(Error::Engine)?;
+        Self::with_pool(cache_dir, engine::POOL)
+    }
+
+    /// A runtime whose instance pool holds `pool` ([`engine::PoolSize::for_instances`]).
+    pub fn with_pool(cache_dir: Option<PathBuf>, pool: engine::PoolSize) -> Result<Self, Error> {
+        let (engine, allocation, ticker) = engine::new_engine(pool).map_err(Error::Engine)?;
         let mut linker = Linker::<PluginState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Engine)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
@@ -124,8 +130,8 @@ impl Runtime {
             allocation,
             ticker,
             admission: Arc::new(
-                admission::Admission::new(engine::POOL)
-                    .metered(crate::ops::metrics::global().wasm_pool(engine::POOL.core_instances)),
+                admission::Admission::new(pool)
+                    .metered(crate::ops::metrics::global().wasm_pool(pool.core_instances)),
             ),
         })
     }

@@ -103,6 +103,8 @@ async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants(
     let args = args_of(container)?;
     assert!(args.contains(&"--leader-elect"), "{args:?}");
     assert!(args.contains(&"--runtime-workers=auto"), "{args:?}");
+    // The flag's own default (cli.rs parses it: `the_instance_pool_defaults_to_256…`).
+    assert!(args.contains(&"--instance-pool=256"), "{args:?}");
     // The ServiceMonitor's CRD is not in a bare apiserver: dry-run the rest.
     let applicable: Vec<Value> = manifests
         .iter()
