@@ -187,19 +187,14 @@ impl Runtime {
             None => None,
         };
         let shortcuts = ShortcutsExport::find(&loaded.component).map_err(world)?;
-        let footprint = |source| Error::Footprint {
+        // What one instance takes from the pool, and whether it can ever fit.
+        let unfit = |source| Error::Footprint {
             plugin: name.to_owned(),
             source,
         };
         let footprint = admission::Footprint::of(bytes, loaded.component.resources_required())
-            .map_err(footprint)?;
-        let weight = self
-            .admission
-            .weight(footprint)
-            .map_err(|source| Error::Footprint {
-                plugin: name.to_owned(),
-                source,
-            })?;
+            .map_err(unfit)?;
+        let weight = self.admission.weight(footprint).map_err(unfit)?;
         let pre = ActuatorPluginPre::new(pre).map_err(world)?;
         tracing::info!(
             plugin = name,
