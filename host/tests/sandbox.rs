@@ -819,12 +819,15 @@ async fn passes_past_the_instance_pool_wait_for_room_and_one_whose_deadline_pass
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, CallError::PoolFull { plugin, function: "get-by-id", waited_ms } if plugin == "faulty-pool-hurried" && *waited_ms >= 250),
+        matches!(&err, CallError::PoolFull { plugin, function: "get-by-id", waited_ms, pool: 4 } if plugin == "faulty-pool-hurried" && *waited_ms >= 250),
         "{err:?}"
     );
     assert!(
         err.to_string()
-            .contains("no room in the host's instance pool"),
+            .contains("no room in the host's instance pool")
+            && err
+                .to_string()
+                .contains("at most 4 plugin instances at once (--instance-pool)"),
         "{err}"
     );
     assert!(

@@ -74,7 +74,7 @@ pub enum CallError {
     /// The host's instance pool had no room for the call's instance before its deadline: the
     /// host runs more plugin instances at once than its pool holds (`runtime::admission`).
     #[error(
-        "plugin {plugin}: no room in the host's instance pool for {function} within the call's deadline (waited {waited_ms} ms): more plugin instances run at once than the pool holds"
+        "plugin {plugin}: no room in the host's instance pool for {function} within the call's deadline (waited {waited_ms} ms): the host runs at most {pool} plugin instances at once (--instance-pool) and its kinds' passes asked for more"
     )]
     PoolFull {
         /// The plugin the call went to.
@@ -83,6 +83,8 @@ pub enum CallError {
         function: &'static str,
         /// How long the call waited for room.
         waited_ms: u128,
+        /// Plugin instances the pool holds.
+        pool: u32,
     },
 }
 

@@ -162,6 +162,12 @@ impl Admission {
         }
     }
 
+    /// Plugin instances the pool holds (of a plugin that takes one component instance's
+    /// units, as every plugin today).
+    pub fn instances(&self) -> u32 {
+        self.pool.component_instances
+    }
+
     /// Units the budget holds.
     pub fn capacity(&self) -> u32 {
         self.capacity

@@ -149,6 +149,7 @@ impl ComponentActuator {
                 plugin: l.name.to_string(),
                 function,
                 waited_ms: full.waited.as_millis(),
+                pool: l.admission.instances(),
             })?;
         let state = PluginState::new(
             Arc::clone(&l.name),
