@@ -14,8 +14,8 @@
 # venv from bench/requirements-expert.txt), metacontroller and metacontroller-tuned
 # (metacontroller built from its source by bench/metacontroller/build.sh, a DecoratorController
 # over DnsZone with bench/metacontroller/hooks.py as its hooks; the source is the git dir in
-# ORCHARD_BENCH_METACONTROLLER_GIT, else the newest binary already cached in
-# ~/.cache/orchard-bench/), and orchard-sharded (orchard-component as three replicas of one
+# ORCHARD_BENCH_METACONTROLLER_GIT, else the tarball in bench/metacontroller/source/; built once
+# per commit into ~/.cache/orchard-bench/), and orchard-sharded (orchard-component as three replicas of one
 # shard ring, every replica's CPU and memory counted).
 #
 # Options:
@@ -100,14 +100,12 @@ fi
 # ---- metacontroller, from its source (once per commit, cached)
 mc=()
 if has metacontroller || has metacontroller-tuned; then
-  if [ -n "${ORCHARD_BENCH_METACONTROLLER_GIT:-}" ]; then
-    say "metacontroller (bench/metacontroller/build.sh)"
-    mc_bin=$(bash bench/metacontroller/build.sh "$ORCHARD_BENCH_METACONTROLLER_GIT" | tail -n 1)
-  else
-    mc_bin=$(ls -t "${ORCHARD_BENCH_CACHE:-$HOME/.cache/orchard-bench}"/metacontroller-* 2>/dev/null | grep -v -- '-crds.yaml$' | head -n 1 || true)
-  fi
+  # From a clone when given, else from the source kept in bench/metacontroller/source/;
+  # built once per commit (cached).
+  say "metacontroller (bench/metacontroller/build.sh)"
+  mc_bin=$(bash bench/metacontroller/build.sh ${ORCHARD_BENCH_METACONTROLLER_GIT:+"$ORCHARD_BENCH_METACONTROLLER_GIT"} | tail -n 1)
   [ -n "$mc_bin" ] && [ -x "$mc_bin" ] && [ -f "$mc_bin-crds.yaml" ] || {
-    echo "bench: no metacontroller binary: set ORCHARD_BENCH_METACONTROLLER_GIT to a clone of github.com/metacontroller/metacontroller" >&2
+    echo "bench: no metacontroller binary (bench/metacontroller/build.sh failed)" >&2
     exit 1
   }
   mc=(--metacontroller-bin "$mc_bin" --metacontroller-crds "$mc_bin-crds.yaml")

@@ -52,6 +52,11 @@ rustup target add wasm32-wasip2 >/dev/null
 # are needed only by the tests step: built beside the steps up to it, awaited before it.
 bash tests/env/build-tools.sh >"$TIMES/interop-tools.log" 2>&1 &
 interop_pid=$!
+# metacontroller, a contender of the throughput smoke (from bench/metacontroller/source/; a Go
+# build of a minute or two once, cached by commit), likewise beside the steps, awaited before the
+# smoke.
+bash bench/metacontroller/build.sh >"$TIMES/metacontroller.log" 2>&1 &
+metacontroller_pid=$!
 
 step "plugins (wasm32-wasip2)"
 make --no-print-directory plugins
@@ -101,12 +106,17 @@ step "tests"
 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$REPO/tests/timed-test.sh" ORCHARD_TEST_TIMES=$TIMES \
   cargo test --workspace --no-fail-fast -- --test-threads="${ORCHARD_TEST_THREADS:-2}"
 
-step "throughput bench smoke (N=20, orchard-component, orchard-warning, orchard-sharded, kopf, kopf-events, kopf-expert and floor; not timed)"
+step "throughput bench smoke (N=20, orchard-component, orchard-warning, orchard-sharded, kopf, kopf-events, kopf-expert, metacontroller, metacontroller-tuned and floor; not timed)"
+if ! wait "$metacontroller_pid"; then
+  echo "make test: bench/metacontroller/build.sh failed; the end of its log ($TIMES/metacontroller.log):"
+  tail -n 20 "$TIMES/metacontroller.log"
+  exit 1
+fi
 # Only that every object became Available and was deleted (bench/run.sh exits non-zero
 # otherwise); debug builds from the step above, the running environment.
 smoke_rc=0
 ORCHARD_TESTENV_ENV="$ORCHARD_TESTENV_DIR/env" bash bench/run.sh --objects 20 \
-  --contenders orchard-component,orchard-warning,orchard-sharded,kopf,kopf-events,kopf-expert,floor --dev --no-plugins --no-plot --out target/bench/smoke -- --timeout-s 120 --settle-s 0 ||
+  --contenders orchard-component,orchard-warning,orchard-sharded,kopf,kopf-events,kopf-expert,metacontroller,metacontroller-tuned,floor --dev --no-plugins --no-plot --out target/bench/smoke -- --timeout-s 120 --settle-s 0 ||
   smoke_rc=$?
 [ "$smoke_rc" = 0 ] || exit "$smoke_rc"
 step "done"
