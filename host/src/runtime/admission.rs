@@ -196,6 +196,9 @@ impl Admission {
         ];
         let mut weight = 1u32;
         for (needs, holds, name) in slots {
+            if needs == 0 {
+                continue;
+            }
             if needs > holds {
                 return Err(Error::TooLarge {
                     footprint,
@@ -271,6 +274,10 @@ mod tests {
         // 5 of the pool's 8 memories: ceil(5 × 16 / 8) = 10 units.
         assert_eq!(weight(footprint(2, 5, 1)), 10);
         assert_eq!(weight(footprint(1, 1, 9)), 9);
+        // A component without tables, on a pool without tables: nothing to price.
+        let tableless = Admission::new(PoolSize { tables: 0, ..POOL });
+        assert_eq!(tableless.weight(footprint(3, 1, 0)).expect("fits"), 4);
+        assert!(tableless.weight(footprint(3, 1, 1)).is_err());
     }
 
     #[test]
