@@ -63,9 +63,9 @@ impl PoolSize {
     pub const fn for_instances(instances: u32) -> Self {
         Self {
             component_instances: instances,
-            core_instances: instances * 16,
-            memories: instances * 2,
-            tables: instances * 4,
+            core_instances: instances.saturating_mul(16),
+            memories: instances.saturating_mul(2),
+            tables: instances.saturating_mul(4),
         }
     }
 }
