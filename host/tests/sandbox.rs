@@ -716,13 +716,21 @@ async fn the_calls_of_one_pass_share_one_instance_and_each_plugin_call_gets_a_fr
     assert_eq!(calls_served(&plugin).await, 1);
 }
 
-/// `orchard_wasm_instances_alive{plugin}` as `/metrics` shows it (0 before the first instance).
-fn instances_alive(plugin: &str) -> i64 {
+/// The sample of `series{plugin}` as `/metrics` shows it (0 before the plugin's first one).
+fn plugin_sample<T: std::str::FromStr<Err: std::fmt::Debug> + Default>(
+    series: &str,
+    plugin: &str,
+) -> T {
     let text = orchard::ops::metrics::global().encode();
-    let prefix = format!("orchard_wasm_instances_alive{{plugin=\"{plugin}\"}} ");
+    let prefix = format!("{series}{{plugin=\"{plugin}\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(&prefix))
-        .map_or(0, |value| value.trim().parse().unwrap())
+        .map_or_else(T::default, |value| value.trim().parse().unwrap())
+}
+
+/// `orchard_wasm_instances_alive{plugin}`.
+fn instances_alive(plugin: &str) -> i64 {
+    plugin_sample("orchard_wasm_instances_alive", plugin)
 }
 
 #[tokio::test]
@@ -747,13 +755,9 @@ async fn a_pass_instance_is_counted_alive_until_the_pass_ends_and_a_lone_call_on
     assert_eq!(instances_alive("faulty-alive"), 0);
 }
 
-/// `orchard_wasm_instance_waits_total{plugin}` as `/metrics` shows it.
+/// `orchard_wasm_instance_waits_total{plugin}`.
 fn instance_waits(plugin: &str) -> u64 {
-    let text = orchard::ops::metrics::global().encode();
-    let prefix = format!("orchard_wasm_instance_waits_total{{plugin=\"{plugin}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map_or(0, |value| value.trim().parse().unwrap())
+    plugin_sample("orchard_wasm_instance_waits_total", plugin)
 }
 
 /// The footprint admission counts for `component`, and what one instance of it takes from
