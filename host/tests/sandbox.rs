@@ -868,6 +868,52 @@ async fn passes_past_the_instance_pool_wait_for_room_and_one_whose_deadline_pass
     assert_eq!(instance_waits("faulty-pool"), 1);
 }
 
+#[tokio::test]
+async fn kinds_whose_concurrency_together_asks_for_more_than_the_instance_pool_are_named_in_one_warning()
+ {
+    let (logs, _guard) = CapturedLogs::start();
+    let cache = tempfile::tempdir().unwrap();
+    let rt = Runtime::with_pool(Some(cache.path().to_owned()), PoolSize::for_instances(4)).unwrap();
+    let zones = faulty_named(&rt, "zones", PluginConfig::default());
+    let records = faulty_named(&rt, "records", PluginConfig::default());
+    let warned = || {
+        logs.text()
+            .lines()
+            .filter(|l| l.contains("more plugin instances at once than the instance pool holds"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // A controller of 3 passes at once: 3 instances of 16 units, within the pool's 4.
+    let zone_passes = zones.expect_passes(3);
+    assert_eq!(rt.pool_units_expected(), 3 * 16);
+    assert!(warned().is_empty(), "{}", logs.text());
+    // A second kind of 2 asks for 5 in all: one warning naming both, and the way out.
+    let record_passes = records.expect_passes(2);
+    assert_eq!(rt.pool_units_expected(), 5 * 16);
+    let warning = warned();
+    assert_eq!(warning.len(), 1, "{}", logs.text());
+    for part in [
+        "WARN",
+        "zones 3 at once",
+        "records 2 at once",
+        "the pool: 4 instances, --instance-pool",
+        "passes past it wait for room",
+    ] {
+        assert!(warning[0].contains(part), "{part:?} in {}", warning[0]);
+    }
+    // It reserves nothing: passes still take instances as they come.
+    let pass = zones.for_pass().unwrap();
+    assert_eq!(calls_served(&*pass).await, 1);
+    // A third kind while already past the pool is not warned about again.
+    let more = records.expect_passes(1);
+    assert_eq!(warned().len(), 1);
+    // Controllers that stop take their passes back.
+    drop((record_passes, more));
+    assert_eq!(rt.pool_units_expected(), 3 * 16);
+    drop(zone_passes);
+    assert_eq!(rt.pool_units_expected(), 0);
+}
+
 #[test]
 fn the_default_pool_holds_256_instances_of_16_core_instances_each() {
     let pool = orchard::runtime::engine::POOL;

@@ -118,6 +118,33 @@ impl CallError {
 /// The outcome of one call: the actuator's own answer, or why there was none.
 pub type CallResult<T> = Result<T, CallError>;
 
+/// What an actuator counts for a controller that runs up to so many passes at once
+/// ([`Actuator::expect_passes`]), for as long as this lives.
+#[must_use = "the passes are counted only while this lives"]
+pub struct PassesExpected(Option<Box<dyn Send + Sync>>);
+
+impl PassesExpected {
+    /// Nothing counted (an actuator with no shared room to count against).
+    pub fn nothing() -> Self {
+        Self(None)
+    }
+
+    /// Counted until `hold` is dropped.
+    pub fn holding(hold: impl Send + Sync + 'static) -> Self {
+        Self(Some(Box::new(hold)))
+    }
+}
+
+impl std::fmt::Debug for PassesExpected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "PassesExpected(held)"
+        } else {
+            "PassesExpected(nothing)"
+        })
+    }
+}
+
 /// Everything specific to one kind of external resource. The contract of each method is
 /// written in `wit/actuator.wit`; an implementation MUST NOT carry state from one object's
 /// calls into another's, and MUST NOT rely on state between passes.
@@ -135,6 +162,15 @@ pub trait Actuator: Send + Sync {
     /// it answers as this actuator would. `None` (the default): call this actuator itself.
     fn for_pass(&self) -> Option<Box<dyn Actuator>> {
         None
+    }
+    /// The kind's controller runs up to `at_once` passes at once: the controller MUST call this
+    /// once as it starts and hold the answer until it stops. An actuator whose passes share
+    /// room with other kinds' (a component: the host's instance pool) counts them against it,
+    /// to warn before passes have to wait; it MUST NOT refuse or delay a pass because of it.
+    /// Default: nothing counted.
+    fn expect_passes(&self, at_once: u16) -> PassesExpected {
+        let _ = at_once;
+        PassesExpected::nothing()
     }
     /// What the plugin reported (connection details, drift) by the calls that succeeded since
     /// the last take; a pass's view collects them over the pass. Default: nothing.

@@ -11,20 +11,42 @@
 //!
 //! An actuator without pass views serves each call of a pass from the version current at that
 //! call, so a pass that spans a swap finishes on the new version.
+//!
+//! - The passes its controller expects ([`Actuator::expect_passes`]) MUST be counted by the
+//!   version current: a swap withdraws the old version's count before the new one's is taken.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
 
 use super::{
     Actuator, Availability, CallResult, Description, ExternalResource, Failure, ManagedObject,
-    Status,
+    PassesExpected, Status,
 };
 
 /// A replaceable [`Actuator`].
 pub struct ActuatorSlot {
     name: String,
     current: RwLock<Arc<dyn Actuator>>,
+    /// The passes the controller expects and the current version's count of them, while the
+    /// controller holds the slot's answer to [`Actuator::expect_passes`].
+    expected: Arc<Mutex<Option<(u16, PassesExpected)>>>,
+}
+
+/// The slot's answer to [`Actuator::expect_passes`]: dropping it withdraws the count of
+/// whichever version holds it then.
+struct SlotExpectation(Arc<Mutex<Option<(u16, PassesExpected)>>>);
+
+impl Drop for SlotExpectation {
+    fn drop(&mut self) {
+        let count = lock(&self.0).take();
+        drop(count);
+    }
+}
+
+/// A poisoned lock only means a panic elsewhere while a value was replaced whole.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl ActuatorSlot {
@@ -33,6 +55,7 @@ impl ActuatorSlot {
         Self {
             name: actuator.name().to_owned(),
             current: RwLock::new(actuator),
+            expected: Arc::default(),
         }
     }
 
@@ -50,6 +73,14 @@ impl ActuatorSlot {
 
     /// Serves `actuator` from now on; returns the version it replaces.
     pub fn swap(&self, actuator: Arc<dyn Actuator>) -> Arc<dyn Actuator> {
+        {
+            let mut expected = lock(&self.expected);
+            if let Some((at_once, count)) = expected.take() {
+                // The old version's count first, so that the two are never counted together.
+                drop(count);
+                *expected = Some((at_once, actuator.expect_passes(at_once)));
+            }
+        }
         let mut current = self
             .current
             .write()
@@ -65,6 +96,12 @@ impl Actuator for ActuatorSlot {
     }
     fn for_pass(&self) -> Option<Box<dyn Actuator>> {
         self.current().for_pass()
+    }
+    fn expect_passes(&self, at_once: u16) -> PassesExpected {
+        let mut expected = lock(&self.expected);
+        drop(expected.take());
+        *expected = Some((at_once, self.current().expect_passes(at_once)));
+        PassesExpected::holding(SlotExpectation(Arc::clone(&self.expected)))
     }
     fn take_reports(&self) -> crate::actuator::Reports {
         self.current().take_reports()
@@ -137,12 +174,45 @@ mod tests {
         name: &'static str,
         started: Arc<Notify>,
         gate: Option<Arc<Notify>>,
+        /// Passes this version counts now ([`Actuator::expect_passes`]).
+        expected: Arc<std::sync::atomic::AtomicI32>,
+    }
+
+    impl Version {
+        fn new(name: &'static str) -> Self {
+            Self {
+                name,
+                started: Arc::new(Notify::new()),
+                gate: None,
+                expected: Arc::default(),
+            }
+        }
+    }
+
+    /// A version's count of expected passes, withdrawn when dropped.
+    struct Counted(Arc<std::sync::atomic::AtomicI32>, i32);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0
+                .fetch_sub(self.1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     #[async_trait]
     impl Actuator for Version {
         fn name(&self) -> &str {
             self.name
+        }
+        fn expect_passes(&self, at_once: u16) -> PassesExpected {
+            let n = i32::from(at_once);
+            let total = self
+                .expected
+                .fetch_add(n, std::sync::atomic::Ordering::SeqCst)
+                + n;
+            // Never counted by one version twice over (the slot replaces, not adds).
+            assert_eq!(total, n, "{} counted twice", self.name);
+            PassesExpected::holding(Counted(Arc::clone(&self.expected), n))
         }
         async fn describe(&self) -> CallResult<Description> {
             self.started.notify_one();
@@ -222,9 +292,9 @@ mod tests {
         let started = Arc::new(Notify::new());
         let gate = Arc::new(Notify::new());
         let old = Version {
-            name: "v1",
             started: Arc::clone(&started),
             gate: Some(Arc::clone(&gate)),
+            ..Version::new("v1")
         };
         let slot = Arc::new(ActuatorSlot::new(Arc::new(old)));
 
@@ -234,11 +304,7 @@ mod tests {
         });
         started.notified().await; // v1 is now inside the call
 
-        let new = Version {
-            name: "v2",
-            started: Arc::new(Notify::new()),
-            gate: None,
-        };
+        let new = Version::new("v2");
         let replaced = slot.swap(Arc::new(new));
         assert_eq!(replaced.name(), "v1");
         assert_eq!(
@@ -253,5 +319,29 @@ mod tests {
             Some("v1"),
             "the call in flight was not dropped"
         );
+    }
+
+    #[test]
+    fn the_controllers_passes_are_counted_by_the_version_serving_and_withdrawn_when_it_stops() {
+        let (v1, v2, v3) = (Version::new("v1"), Version::new("v2"), Version::new("v3"));
+        let (c1, c2, c3) = (
+            Arc::clone(&v1.expected),
+            Arc::clone(&v2.expected),
+            Arc::clone(&v3.expected),
+        );
+        let count =
+            |c: &Arc<std::sync::atomic::AtomicI32>| c.load(std::sync::atomic::Ordering::SeqCst);
+        let slot = ActuatorSlot::new(Arc::new(v1));
+        // A swap before any controller expects passes counts nothing.
+        slot.swap(Arc::new(v2));
+        assert_eq!((count(&c1), count(&c2)), (0, 0));
+        let held = slot.expect_passes(16);
+        assert_eq!(count(&c2), 16);
+        // A swap moves the count: the old version's withdrawn, the new one's taken.
+        slot.swap(Arc::new(v3));
+        assert_eq!((count(&c2), count(&c3)), (0, 16));
+        // The controller stops: nothing stays counted.
+        drop(held);
+        assert_eq!(count(&c3), 0);
     }
 }

@@ -10,7 +10,9 @@
 //!   `orchard_wasm_pool_units_in_use`: the pool's budget and what the instances alive take of
 //!   it ([`crate::runtime::admission`]: 16 units per instance the pool holds, 4,096 by
 //!   default; an instance of any plugin today takes 16) — at the budget, instances wait; past
-//!   their call's deadline they fail as `pool-full`;
+//!   their call's deadline they fail as `pool-full`; `orchard_wasm_pool_units_expected`: what
+//!   the running kinds' controllers may take at once (each kind's concurrency × its plugin's
+//!   units) — above the budget, a busy host's passes wait;
 //! - `orchard_queue_depth{plugin}`: objects in the plugin's work queue (due, being passed,
 //!   or waiting for a requeue, poll or resync);
 //! - `orchard_passes_held_back_total{plugin}`: passes that waited because the cache did not
@@ -113,6 +115,7 @@ pub struct Metrics {
     wasm_instance_waits: Family<PluginLabels, Counter>,
     wasm_pool_units: Gauge,
     wasm_pool_units_in_use: Gauge,
+    wasm_pool_units_expected: Gauge,
     queue_depth: Family<PluginLabels, Gauge>,
     held_back: Family<PluginLabels, Counter>,
     stale_passes: Family<PluginLabels, Counter>,
@@ -234,6 +237,12 @@ impl Metrics {
             "Units of the instance pool the plugin instances alive take",
             wasm_pool_units_in_use.clone(),
         );
+        let wasm_pool_units_expected = Gauge::default();
+        registry.register(
+            "wasm_pool_units_expected",
+            "Units of the instance pool the running kinds' controllers may take at once (concurrency × weight)",
+            wasm_pool_units_expected.clone(),
+        );
         let queue_depth = Family::<PluginLabels, Gauge>::default();
         registry.register(
             "queue_depth",
@@ -323,6 +332,7 @@ impl Metrics {
             wasm_instance_waits,
             wasm_pool_units,
             wasm_pool_units_in_use,
+            wasm_pool_units_expected,
             queue_depth,
             held_back,
             stale_passes,
@@ -426,10 +436,14 @@ impl Metrics {
         }
     }
 
-    /// The instance pool's gauges: its budget (set to `units`) and the units in use.
-    pub fn wasm_pool(&self, units: u32) -> Gauge {
+    /// The instance pool's gauges: its budget (set to `units`); the units in use, and those the
+    /// running controllers expect to take at once.
+    pub fn wasm_pool(&self, units: u32) -> (Gauge, Gauge) {
         self.wasm_pool_units.set(i64::from(units));
-        self.wasm_pool_units_in_use.clone()
+        (
+            self.wasm_pool_units_in_use.clone(),
+            self.wasm_pool_units_expected.clone(),
+        )
     }
 
     /// A pass of `plugin` waited for the cache to hold the host's own last write.

@@ -395,6 +395,9 @@ pub async fn run(
 ) -> Result<(), Error> {
     // The controller's own token: its guards stop with it, not with the whole host.
     let stop = shutdown.child_token();
+    // Each worker runs one pass at a time: counted against the room the actuator's passes
+    // share with other kinds' (a component's instance pool) until the controller returns.
+    let _passes = actuator.expect_passes(settings.concurrency);
     crate::ops::metrics::global().kind_served(
         &description.name,
         &description.kind,

@@ -19,8 +19,15 @@
 //!
 //! The units go back when the instance's store is dropped — after it, so that the slots are
 //! free by the time the next instance is admitted.
+//!
+//! Waiting is right for a burst, but a host whose kinds' concurrency together asks for more
+//! than the pool holds waits on every busy minute. So each running controller also states what
+//! it may ask for at once ([`Admission::expect`]: its concurrency × its plugin's weight); when
+//! the kinds together expect more than the budget, the host says so once, in a warning naming
+//! them, and `orchard_wasm_pool_units_expected` shows it before any pass waits.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
@@ -102,6 +109,61 @@ pub struct Admission {
     capacity: u32,
     /// `orchard_wasm_pool_units_in_use`, when metered.
     in_use: Option<Gauge>,
+    /// What the running controllers expect to take at once ([`Admission::expect`]).
+    expected: Mutex<Expectations>,
+}
+
+/// The controllers' expectations, by the id of their [`Expected`].
+#[derive(Debug, Default)]
+struct Expectations {
+    /// The id of the next expectation.
+    next: u64,
+    by_id: BTreeMap<u64, Expectation>,
+    /// `orchard_wasm_pool_units_expected`, when metered.
+    gauge: Option<Gauge>,
+}
+
+/// What one controller may ask of the pool at once.
+#[derive(Debug, Clone)]
+struct Expectation {
+    plugin: Arc<str>,
+    instances: u32,
+    units: u64,
+}
+
+impl Expectations {
+    fn total(&self) -> u64 {
+        self.by_id.values().map(|e| e.units).sum()
+    }
+
+    /// The gauge moved by `units` (by deltas, as `in_use`: the runtimes of one process share it).
+    fn publish(&self, units: u64, added: bool) {
+        if let Some(gauge) = &self.gauge {
+            let units = i64::try_from(units).unwrap_or(i64::MAX);
+            if added {
+                gauge.inc_by(units);
+            } else {
+                gauge.dec_by(units);
+            }
+        }
+    }
+}
+
+/// A controller's expectation ([`Admission::expect`]), withdrawn when dropped.
+#[derive(Debug)]
+#[must_use = "the expectation is counted only while this lives"]
+pub struct Expected {
+    admission: Arc<Admission>,
+    id: u64,
+}
+
+impl Drop for Expected {
+    fn drop(&mut self) {
+        let mut expected = self.admission.expectations();
+        if let Some(gone) = expected.by_id.remove(&self.id) {
+            expected.publish(gone.units, false);
+        }
+    }
 }
 
 /// One instance's units, given back when dropped.
@@ -150,16 +212,73 @@ impl Admission {
             pool,
             capacity,
             in_use: None,
+            expected: Mutex::default(),
         }
     }
 
-    /// The same budget, its units in use counted in `gauge`.
+    /// The same budget, its units in use counted in `in_use` and the controllers' expectations
+    /// in `expected`.
     #[must_use]
-    pub fn metered(self, gauge: Gauge) -> Self {
+    pub fn metered(self, in_use: Gauge, expected: Gauge) -> Self {
+        self.expectations().gauge = Some(expected);
         Self {
-            in_use: Some(gauge),
+            in_use: Some(in_use),
             ..self
         }
+    }
+
+    fn expectations(&self) -> std::sync::MutexGuard<'_, Expectations> {
+        // Poisoned only by a panic while a map was updated: its entries are still whole.
+        self.expected.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts that a controller of `plugin` may keep up to `instances` instances of `weight`
+    /// units alive at once (its concurrency: a pass holds one instance), for as long as the
+    /// answer lives. When the controllers together expect more than the budget — their passes
+    /// past it will wait for room — it logs a warning naming each of them. It reserves
+    /// nothing: admission stays first come, first served.
+    pub fn expect(self: &Arc<Self>, plugin: &str, instances: u32, weight: u32) -> Expected {
+        let expectation = Expectation {
+            plugin: plugin.into(),
+            instances,
+            units: u64::from(instances) * u64::from(weight.clamp(1, self.capacity)),
+        };
+        let mut expected = self.expectations();
+        let before = expected.total();
+        let id = expected.next;
+        expected.next += 1;
+        let units = expectation.units;
+        expected.by_id.insert(id, expectation);
+        expected.publish(units, true);
+        let total = expected.total();
+        let capacity = u64::from(self.capacity);
+        if total > capacity && before <= capacity {
+            let kinds: Vec<String> = expected
+                .by_id
+                .values()
+                .map(|e| format!("{} {} at once", e.plugin, e.instances))
+                .collect();
+            tracing::warn!(
+                plugin,
+                expected_units = total,
+                pool_units = capacity,
+                "the kinds' reconcile concurrency asks for more plugin instances at once than the \
+                 instance pool holds ({}; the pool: {} instances, --instance-pool): passes past \
+                 it wait for room. Raise --instance-pool (memory: docs/deploy.md) or lower a \
+                 kind's concurrency",
+                kinds.join(", "),
+                self.instances(),
+            );
+        }
+        Expected {
+            admission: Arc::clone(self),
+            id,
+        }
+    }
+
+    /// Units the running controllers expect to take at once ([`Admission::expect`]).
+    pub fn expected(&self) -> u64 {
+        self.expectations().total()
     }
 
     /// Plugin instances the pool holds (of a plugin that takes one component instance's
@@ -300,6 +419,23 @@ mod tests {
 
     fn far() -> Instant {
         Instant::now() + Duration::from_hours(1)
+    }
+
+    #[test]
+    fn the_controllers_expectations_add_up_while_held_and_are_withdrawn_when_dropped() {
+        let admission = Arc::new(Admission::new(POOL));
+        let zones = admission.expect("zones", 2, 4);
+        let records = admission.expect("records", 3, 4);
+        assert_eq!(admission.expected(), 20, "2 × 4 + 3 × 4, past the 16 units");
+        // A weight above the budget counts as the whole budget, as admission clamps it.
+        let heavy = admission.expect("heavy", 1, 1000);
+        assert_eq!(admission.expected(), 36);
+        drop(records);
+        assert_eq!(admission.expected(), 24);
+        drop((zones, heavy));
+        assert_eq!(admission.expected(), 0);
+        // Expecting reserves nothing: the whole budget is still there to take.
+        assert_eq!(admission.in_use(), 0);
     }
 
     #[tokio::test(start_paused = true)]

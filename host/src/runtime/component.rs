@@ -48,8 +48,8 @@ use super::state::PluginState;
 use crate::actuator::contract::{Boundary, RawApiVersion, RawConvertible, RawDescription};
 use crate::actuator::{
     Actuator, Availability, CallError, CallResult, Convertible, Dependency, DependencyDecl,
-    Description, ExternalResource, Failure, ManagedObject, Progress, Reports, Shortcuts, Status,
-    WaitEvent,
+    Description, ExternalResource, Failure, ManagedObject, PassesExpected, Progress, Reports,
+    Shortcuts, Status, WaitEvent,
 };
 
 /// What loading a plugin made: shared by the plugin and every pass's view of it.
@@ -381,6 +381,13 @@ impl Actuator for ComponentActuator {
 
     fn for_pass(&self) -> Option<Box<dyn Actuator>> {
         Some(Box::new(self.view()))
+    }
+
+    /// Each pass holds one instance: `at_once` instances of this plugin's weight, counted
+    /// against the host's instance pool.
+    fn expect_passes(&self, at_once: u16) -> PassesExpected {
+        let l = &self.loaded;
+        PassesExpected::holding(l.admission.expect(&l.name, u32::from(at_once), l.weight))
     }
 
     fn take_reports(&self) -> Reports {

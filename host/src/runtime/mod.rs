@@ -129,16 +129,23 @@ impl Runtime {
             cache: CompiledCache::new(cache_dir),
             allocation,
             ticker,
-            admission: Arc::new(
-                admission::Admission::new(pool)
-                    .metered(crate::ops::metrics::global().wasm_pool(pool.core_instances)),
-            ),
+            admission: Arc::new({
+                let (in_use, expected) =
+                    crate::ops::metrics::global().wasm_pool(pool.core_instances);
+                admission::Admission::new(pool).metered(in_use, expected)
+            }),
         })
     }
 
     /// How instances are allocated.
     pub fn allocation(&self) -> Allocation {
         self.allocation
+    }
+
+    /// Units of the instance pool the running controllers expect to take at once
+    /// ([`admission::Admission::expect`]).
+    pub fn pool_units_expected(&self) -> u64 {
+        self.admission.expected()
     }
 
     /// The engine (for benchmarks and tools).

@@ -179,6 +179,11 @@ impl Harness {
         self.host.plugins = plugins;
     }
 
+    /// The plugins a started host loads (`--plugin`), one kind each.
+    pub fn plugins(&self) -> &[PathBuf] {
+        &self.host.plugins
+    }
+
     /// The API of one of the served kinds in this namespace.
     pub fn api(&self, kind: &str) -> Api<DynamicObject> {
         let resource = self

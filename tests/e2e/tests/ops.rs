@@ -176,6 +176,13 @@ async fn the_charts_dashboard_and_alerts_name_only_metrics_a_reconciling_host_ex
         Some(0.0),
         "one zone never fills the pool"
     );
+    // Each kind's controller expects up to its concurrency (16) of instances of 16 units.
+    assert_eq!(
+        sample(&metrics, "orchard_wasm_pool_units_expected", &[]),
+        Some(256.0 * f64::from(u32::try_from(s.plugins().len())?)),
+        "{} plugins at the default concurrency",
+        s.plugins().len()
+    );
     s.delete(ZONE, "d").await?;
     s.wait_gone(ZONE, "d").await?;
     Ok(())
