@@ -165,6 +165,78 @@ async fn a_record_waits_for_its_zone_and_the_zone_cannot_go_while_records_use_it
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn another_controllers_finalizer_and_annotations_outlive_orchards_create_and_delete()
+-> anyhow::Result<()> {
+    // Orchard's finalizer joins and leaves the list another controller keeps, never writes
+    // the list over; its marker and status leave other annotations alone.
+    const OTHER: &str = "example.com/backup";
+    let (mut h, pdns) = pdns::harness("other-finalizer").await?;
+    let _host = h.start_host(&[])?;
+    let zone = pdns::zone_name(&h, "shared");
+    h.apply(&format!(
+        "apiVersion: pdns.orchard.dev/v1alpha1\nkind: DnsZone\nmetadata:\n  name: shared\n  finalizers: [{OTHER}]\n  annotations: {{team: dns}}\nspec:\n  credentialsRef: {{secretName: pdns}}\n  resource: {{name: \"{zone}\"}}\n"
+    ))
+    .await?;
+    let ready = h.wait_ready(ZONE, "shared").await?;
+    assert_eq!(
+        ready.metadata.finalizers.clone().unwrap_or_default(),
+        [OTHER, "orchard.dev/pdns-zone"]
+    );
+    assert_eq!(
+        ready
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .get("team")
+            .map(String::as_str),
+        Some("dns")
+    );
+    assert!(pdns.zone(&zone).await?.is_some());
+
+    // Deleted: the other controller's finalizer goes first (ORC's rule); meanwhile the zone
+    // stays and so do both finalizers and the annotation.
+    h.delete(ZONE, "shared").await?;
+    let waiting = h
+        .wait_condition(ZONE, "shared", "Progressing", "True", None)
+        .await?;
+    assert!(
+        progressing_message(&waiting).contains(OTHER),
+        "{}",
+        progressing_message(&waiting)
+    );
+    assert!(pdns.zone(&zone).await?.is_some(), "deleted before its turn");
+    assert_eq!(
+        h.finalizers(ZONE, "shared").await?,
+        [OTHER, "orchard.dev/pdns-zone"]
+    );
+    assert_eq!(
+        waiting
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .get("team")
+            .map(String::as_str),
+        Some("dns")
+    );
+
+    // The other controller lets go of its own: Orchard deletes the zone, then the object goes.
+    h.api(ZONE)
+        .patch(
+            "shared",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"finalizers": ["orchard.dev/pdns-zone"]}}),
+            ),
+        )
+        .await?;
+    h.wait_gone(ZONE, "shared").await?;
+    assert!(pdns.zone(&zone).await?.is_none(), "the zone was deleted");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_record_set_update_then_revert_reaches_powerdns() -> anyhow::Result<()> {
     let (mut h, pdns) = pdns::harness("record-update").await?;
     let _host = h.start_host(&[])?;

@@ -58,6 +58,10 @@ struct Args {
     /// The PowerDNS server id.
     #[arg(long, default_value = "localhost")]
     pdns_server: String,
+    /// How the writes are made: `merge` patches (the floor), or server-side `apply` as Orchard
+    /// writes (an experiment: what server-side apply costs the apiserver).
+    #[arg(long, env = "ORCHARD_FLOOR_WRITES", default_value = "merge", value_parser = ["merge", "apply"])]
+    writes: String,
 }
 
 fn zone_resource() -> ApiResource {
@@ -109,6 +113,8 @@ struct Operator {
     zones_url: String,
     key: String,
     slots: Mutex<HashMap<String, Slot>>,
+    /// Server-side apply instead of merge patches (`--writes apply`).
+    apply: bool,
 }
 
 impl Operator {
@@ -289,14 +295,31 @@ impl Operator {
         what: &str,
     ) -> Result<DynamicObject, Failure> {
         let name = obj.name_any();
-        let patch = json!({"metadata": {
-            "resourceVersion": obj.metadata.resource_version,
-            "finalizers": finalizers,
-        }});
-        let result = self
-            .api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
+        let result = if self.apply {
+            let ours: Vec<&Value> = finalizers
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f.as_str() == Some(FINALIZER))
+                .collect();
+            let body = json!({"apiVersion": "pdns.orchard.dev/v1alpha1", "kind": "DnsZone",
+                "metadata": {"name": name, "uid": obj.metadata.uid, "finalizers": ours}});
+            self.api
+                .patch(
+                    &name,
+                    &PatchParams::apply("floor").force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+        } else {
+            let patch = json!({"metadata": {
+                "resourceVersion": obj.metadata.resource_version,
+                "finalizers": finalizers,
+            }});
+            self.api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        };
         self.written(result, what, obj)
     }
 
@@ -320,10 +343,23 @@ impl Operator {
             "id": zone,
             "conditions": [condition("Available", "True"), condition("Progressing", "False")],
         }});
-        let result = self
-            .api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
+        let result = if self.apply {
+            let mut body = patch;
+            body["apiVersion"] = json!("pdns.orchard.dev/v1alpha1");
+            body["kind"] = json!("DnsZone");
+            body["metadata"] = json!({"name": name, "uid": obj.metadata.uid});
+            self.api
+                .patch_status(
+                    &name,
+                    &PatchParams::apply("floor-status").force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+        } else {
+            self.api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        };
         self.written(result, "writing the status", obj)
     }
 
@@ -482,6 +518,7 @@ async fn run() -> anyhow::Result<()> {
         ),
         key: args.pdns_key,
         slots: Mutex::new(HashMap::new()),
+        apply: args.writes == "apply",
     });
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
