@@ -18,6 +18,10 @@
 //! every PowerDNS call prints a `bench-call` line and every retry a `bench-transient` line on
 //! stderr, which the harness counts as it does kopf's. It is ready (`GET /healthz` answers on
 //! `--health-addr`) once the watch's first listing is done.
+//!
+//! With `--writes apply` (`ORCHARD_FLOOR_WRITES=apply`) the finalizer and the status are
+//! written by server-side apply with force, as Orchard writes them, to measure what that costs
+//! the apiserver (docs/benchmarks.md, session 30).
 
 #![forbid(unsafe_code)]
 
