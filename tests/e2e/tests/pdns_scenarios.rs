@@ -170,6 +170,12 @@ async fn another_controllers_finalizer_and_annotations_outlive_orchards_create_a
     // Orchard's finalizer joins and leaves the list another controller keeps, never writes
     // the list over; its marker and status leave other annotations alone.
     const OTHER: &str = "example.com/backup";
+    let team = |obj: &kube::api::DynamicObject| {
+        obj.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("team").cloned())
+    };
     let (mut h, pdns) = pdns::harness("other-finalizer").await?;
     let _host = h.start_host(&[])?;
     let zone = pdns::zone_name(&h, "shared");
@@ -182,16 +188,7 @@ async fn another_controllers_finalizer_and_annotations_outlive_orchards_create_a
         ready.metadata.finalizers.clone().unwrap_or_default(),
         [OTHER, "orchard.dev/pdns-zone"]
     );
-    assert_eq!(
-        ready
-            .metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
-            .get("team")
-            .map(String::as_str),
-        Some("dns")
-    );
+    assert_eq!(team(&ready).as_deref(), Some("dns"));
     assert!(pdns.zone(&zone).await?.is_some());
 
     // Deleted: the other controller's finalizer goes first (ORC's rule); meanwhile the zone
@@ -210,16 +207,7 @@ async fn another_controllers_finalizer_and_annotations_outlive_orchards_create_a
         h.finalizers(ZONE, "shared").await?,
         [OTHER, "orchard.dev/pdns-zone"]
     );
-    assert_eq!(
-        waiting
-            .metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
-            .get("team")
-            .map(String::as_str),
-        Some("dns")
-    );
+    assert_eq!(team(&waiting).as_deref(), Some("dns"));
 
     // The other controller lets go of its own: Orchard deletes the zone, then the object goes.
     h.api(ZONE)

@@ -68,6 +68,12 @@ struct Args {
     writes: String,
 }
 
+/// The head of a server-side apply of `obj` (`--writes apply`): its kind, name and uid.
+fn applied(obj: &DynamicObject) -> Value {
+    json!({"apiVersion": "pdns.orchard.dev/v1alpha1", "kind": "DnsZone",
+           "metadata": {"name": obj.name_any(), "uid": obj.metadata.uid}})
+}
+
 fn zone_resource() -> ApiResource {
     ApiResource {
         group: "pdns.orchard.dev".into(),
@@ -306,8 +312,8 @@ impl Operator {
                 .flatten()
                 .filter(|f| f.as_str() == Some(FINALIZER))
                 .collect();
-            let body = json!({"apiVersion": "pdns.orchard.dev/v1alpha1", "kind": "DnsZone",
-                "metadata": {"name": name, "uid": obj.metadata.uid, "finalizers": ours}});
+            let mut body = applied(obj);
+            body["metadata"]["finalizers"] = json!(ours);
             self.api
                 .patch(
                     &name,
@@ -343,15 +349,13 @@ impl Operator {
             json!({"type": type_, "status": status, "reason": "Success", "message": "",
                    "lastTransitionTime": at, "observedGeneration": generation})
         };
-        let patch = json!({"status": {
+        let mut patch = json!({"status": {
             "id": zone,
             "conditions": [condition("Available", "True"), condition("Progressing", "False")],
         }});
         let result = if self.apply {
-            let mut body = patch;
-            body["apiVersion"] = json!("pdns.orchard.dev/v1alpha1");
-            body["kind"] = json!("DnsZone");
-            body["metadata"] = json!({"name": name, "uid": obj.metadata.uid});
+            let mut body = applied(obj);
+            body["status"] = patch["status"].take();
             self.api
                 .patch_status(
                     &name,
