@@ -14,8 +14,8 @@
 # The same by hand (what `up` does), from the repo root:
 #   bash tests/env/build-tools.sh        # helm, cosign, oras, promtool, cached by version
 #   (cd "$(mktemp -d)" && go mod init x && go get github.com/prometheus/prometheus@v0.316.0 &&
-#     CGO_ENABLED=0 go build -o ~/.cache/orchard-testenv/tools/prometheus-v0.316.0 \
-#     github.com/prometheus/prometheus/cmd/prometheus)         # no web UI assets: the API is enough
+#     CGO_ENABLED=0 go build -tags remove_all_sd -o ~/.cache/orchard-testenv/tools/prometheus-v0.316.0-remove_all_sd \
+#     github.com/prometheus/prometheus/cmd/prometheus)         # no web UI assets, no service discovery: the API is enough
 #   cargo build --profile plugin --target wasm32-wasip2 -p pdns-zone -p pdns-record   # (make plugins)
 #   cargo build -p orchard
 #   ORCHARD_TESTENV_DIR=/tmp/dash-env bash tests/env/testenv.sh up --without-rabbitmq
@@ -45,7 +45,7 @@ NS=${DASH_NAMESPACE:-orchard-dashboard}
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 TOOLS=${ORCHARD_TESTENV_CACHE:-$HOME/.cache/orchard-testenv}/tools
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
-PROMETHEUS=$TOOLS/prometheus-$PROMETHEUS_VERSION
+PROMETHEUS=$TOOLS/prometheus-$PROMETHEUS_VERSION-remove_all_sd
 VENV=${DASH_VENV:-$HOME/.cache/orchard/dashboard-venv}
 OUT=${DASH_OUT:-$REPO/docs/img/dashboard.png}
 SCALE=${WORKLOAD_SCALE:-1} # the workload's pauses are multiplied by this
@@ -67,8 +67,10 @@ build() {
       cd "$work"
       go mod init orchard.dev/tools-prometheus >/dev/null 2>&1
       GOFLAGS=-mod=mod go get "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" >&2
-      CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$PROMETHEUS.tmp" \
-        github.com/prometheus/prometheus/cmd/prometheus >&2
+      # The demo scrapes one static target: no service discovery (the cloud SDKs it would
+      # compile in are most of Prometheus's build), as tests/env/build-tools.sh builds promtool.
+      CGO_ENABLED=0 GOFLAGS=-mod=mod go build -tags remove_all_sd -trimpath -ldflags "-s -w" \
+        -o "$PROMETHEUS.tmp" github.com/prometheus/prometheus/cmd/prometheus >&2
     )
     mv "$PROMETHEUS.tmp" "$PROMETHEUS"
     rm -rf "$work"
