@@ -168,7 +168,7 @@ async fn a_record_waits_for_its_zone_and_the_zone_cannot_go_while_records_use_it
 async fn another_controllers_finalizer_and_annotations_outlive_orchards_create_and_delete()
 -> anyhow::Result<()> {
     // Orchard's finalizer joins and leaves the list another controller keeps, never writes
-    // the list over; its marker and status leave other annotations alone.
+    // the list over; its writes leave other annotations alone.
     const OTHER: &str = "example.com/backup";
     let team = |obj: &kube::api::DynamicObject| {
         obj.metadata
