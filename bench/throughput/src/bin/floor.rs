@@ -20,7 +20,8 @@
 //! `--health-addr`) once the watch's first listing is done.
 //!
 //! With `--writes apply` (`ORCHARD_FLOOR_WRITES=apply`) the finalizer and the status are
-//! written by server-side apply with force, as Orchard writes them, to measure what that costs
+//! written by server-side apply with force, as Orchard writes them; with `--status orchard`
+//! (`ORCHARD_FLOOR_STATUS`) the status is as large as Orchard's — to measure what each costs
 //! the apiserver (docs/benchmarks.md, session 30).
 
 #![forbid(unsafe_code)]
@@ -66,6 +67,11 @@ struct Args {
     /// writes (an experiment: what server-side apply costs the apiserver).
     #[arg(long, env = "ORCHARD_FLOOR_WRITES", default_value = "merge", value_parser = ["merge", "apply"])]
     writes: String,
+    /// What the status says: `minimal` (`status.id` and the two conditions, kopf's shape), or
+    /// `orchard` (Orchard's: condition messages, `lastSyncTime` and the observed
+    /// `status.resource`) — an experiment: what a larger object costs the apiserver.
+    #[arg(long, env = "ORCHARD_FLOOR_STATUS", default_value = "minimal", value_parser = ["minimal", "orchard"])]
+    status: String,
 }
 
 /// The head of a server-side apply of `obj` (`--writes apply`): its kind, name and uid.
@@ -125,6 +131,8 @@ struct Operator {
     slots: Mutex<HashMap<String, Slot>>,
     /// Server-side apply instead of merge patches (`--writes apply`).
     apply: bool,
+    /// Orchard's status instead of the minimal one (`--status orchard`).
+    orchard_status: bool,
 }
 
 impl Operator {
@@ -345,14 +353,25 @@ impl Operator {
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
         let generation = obj.metadata.generation;
-        let condition = |type_: &str, status: &str| {
-            json!({"type": type_, "status": status, "reason": "Success", "message": "",
+        let condition = |type_: &str, status: &str, message: &str| {
+            let message = if self.orchard_status { message } else { "" };
+            json!({"type": type_, "status": status, "reason": "Success", "message": message,
                    "lastTransitionTime": at, "observedGeneration": generation})
         };
         let mut patch = json!({"status": {
             "id": zone,
-            "conditions": [condition("Available", "True"), condition("Progressing", "False")],
+            "conditions": [
+                condition("Available", "True", "The external resource is available"),
+                condition("Progressing", "False", "The external resource is up to date"),
+            ],
         }});
+        if self.orchard_status {
+            // What pdns-zone's `observed` answers for a new zone, and a sync time as Orchard
+            // writes it (nanoseconds).
+            patch["status"]["lastSyncTime"] = json!(jiff::Timestamp::now().to_string());
+            patch["status"]["resource"] = json!({"account": "", "dnssec": false, "kind": "Native",
+                "name": zone, "pluginBuild": "0.1.0", "rrsetCount": 1, "serial": 2_026_120_701});
+        }
         let result = if self.apply {
             let mut body = applied(obj);
             body["status"] = patch["status"].take();
@@ -527,6 +546,7 @@ async fn run() -> anyhow::Result<()> {
         key: args.pdns_key,
         slots: Mutex::new(HashMap::new()),
         apply: args.writes == "apply",
+        orchard_status: args.status == "orchard",
     });
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
