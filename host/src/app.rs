@@ -402,12 +402,6 @@ impl App {
                 "sharding and leader election exclude each other: a ring needs no leader",
             ));
         }
-        if config.sharding.is_some() && config.plugin_objects.is_some() {
-            return Err(Error::Unsupported(
-                "sharding serves plugins given as files only (--plugin), not Plugin objects",
-            ));
-        }
-
         // Phase 4: lead (or join the shard ring).
         let mut shard = None;
         if let Some(sharding) = &config.sharding {
@@ -518,46 +512,27 @@ async fn serve(
                 })?;
         base.pass_trace = Some(Arc::new(trace));
     }
+    if config.plugin_objects.is_some() && config.reconcile.namespaces.len() > 1 {
+        tracing::warn!(
+            "Plugins are served in the first --namespace only (or their own spec.namespace)"
+        );
+    }
     if let Some(shard) = shard {
         health.set_installing(false);
-        return serve_shards(shard, client, plugins, config, &base, shutdown).await;
+        let served = Served {
+            client,
+            runtime,
+            plugins,
+            webhook,
+        };
+        return serve_shards(shard, &served, config, &base, shutdown).await;
     }
     let stop = shutdown.child_token();
     let mut tasks = tokio::task::JoinSet::new();
     spawn_controllers(&mut tasks, client, plugins, &config.reconcile, &base, &stop);
     health.set_installing(false);
-    if let Some(objects) = &config.plugin_objects {
-        if config.reconcile.namespaces.len() > 1 {
-            tracing::warn!(
-                "Plugins are served in the first --namespace only (or their own spec.namespace)"
-            );
-        }
-        let host_config = crate::plugin::PluginHostConfig {
-            runtime: runtime.clone(),
-            registry: crate::oci::RegistryOptions {
-                insecure: objects.insecure_registries.clone(),
-                cache_dir: objects.oci_cache_dir.clone(),
-            },
-            defaults: config.sandbox.clone(),
-            settings: Settings {
-                namespace: config.reconcile.namespaces.first().cloned(),
-                // The fail point is for static plugins' scenarios only.
-                abort_after_create: false,
-                ..base.clone()
-            },
-            host_namespace: config.host_namespace.clone(),
-            poll_interval: objects.poll_interval.max(Duration::from_secs(1)),
-            selector: objects.selector.clone(),
-            install_crds: config.install_crds,
-            webhook: webhook.cloned(),
-        };
-        let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
-        let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);
-        let stop = stop.clone();
-        tasks.spawn(async move {
-            host.run(stop).await;
-            Ok(())
-        });
+    if let Some(host_config) = plugin_host_config(config, runtime, webhook, &base, None) {
+        spawn_plugin_host(&mut tasks, client, host_config, plugins, &stop);
     }
     tracing::info!(
         plugins = plugins.len(),
@@ -727,6 +702,64 @@ async fn join_all(
     result
 }
 
+/// The Plugin host's settings, when Plugins are watched: its kinds' controllers run with
+/// `settings` (the host's own, or one assignment's in a shard ring, with `shard`).
+fn plugin_host_config(
+    config: &AppConfig,
+    runtime: &Runtime,
+    webhook: Option<&crate::crd::Webhook>,
+    settings: &Settings,
+    shard: Option<crate::plugin::config::PluginShard>,
+) -> Option<crate::plugin::PluginHostConfig> {
+    let objects = config.plugin_objects.as_ref()?;
+    Some(crate::plugin::PluginHostConfig {
+        runtime: runtime.clone(),
+        registry: crate::oci::RegistryOptions {
+            insecure: objects.insecure_registries.clone(),
+            cache_dir: objects.oci_cache_dir.clone(),
+        },
+        defaults: config.sandbox.clone(),
+        settings: Settings {
+            namespace: config.reconcile.namespaces.first().cloned(),
+            // The fail point is for static plugins' scenarios only.
+            abort_after_create: false,
+            ..settings.clone()
+        },
+        host_namespace: config.host_namespace.clone(),
+        poll_interval: objects.poll_interval.max(Duration::from_secs(1)),
+        selector: objects.selector.clone(),
+        install_crds: config.install_crds,
+        webhook: webhook.cloned(),
+        shard,
+    })
+}
+
+/// Starts the Plugin host of `host_config` among `tasks`, until `stop`; the static `plugins`'
+/// kinds cannot be claimed by a Plugin.
+fn spawn_plugin_host(
+    tasks: &mut tokio::task::JoinSet<Result<(), crate::reconcile::Error>>,
+    client: &kube::Client,
+    host_config: crate::plugin::PluginHostConfig,
+    plugins: &[(Arc<dyn Actuator>, Description)],
+    stop: &CancellationToken,
+) {
+    let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
+    let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);
+    let stop = stop.clone();
+    tasks.spawn(async move {
+        host.run(stop).await;
+        Ok(())
+    });
+}
+
+/// What a host serves, as phases 1–6 made it.
+struct Served<'a> {
+    client: &'a kube::Client,
+    runtime: &'a Runtime,
+    plugins: &'a [(Arc<dyn Actuator>, Description)],
+    webhook: Option<&'a crate::crd::Webhook>,
+}
+
 /// What ends one assignment of a sharded host.
 enum Turn {
     Shutdown,
@@ -736,15 +769,22 @@ enum Turn {
 }
 
 /// Phases 7–9 of a sharded host (module docs): serve each assignment of the ring until
-/// shutdown, draining fully between two.
+/// shutdown, draining fully between two. Plugins are served like static plugins: each
+/// assignment has a Plugin host of its own, whose kinds' controllers serve its buckets and
+/// which ends — every controller drained — with it.
 async fn serve_shards(
     shard: crate::shard::Shard,
-    client: &kube::Client,
-    plugins: &[(Arc<dyn Actuator>, Description)],
+    served: &Served<'_>,
     config: &AppConfig,
     base: &Settings,
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
+    let Served {
+        client,
+        runtime,
+        plugins,
+        webhook,
+    } = *served;
     let mut assignment = shard.assignment();
     // The labellers run across assignments: they follow the assignment themselves.
     let labellers = shutdown.child_token();
@@ -787,6 +827,15 @@ async fn serve_shards(
                 &settings,
                 &stop,
             );
+            let plugin_shard = crate::plugin::config::PluginShard {
+                assignment: shard.assignment(),
+                instance: config.reconcile.instance.clone(),
+            };
+            if let Some(host_config) =
+                plugin_host_config(config, runtime, webhook, &settings, Some(plugin_shard))
+            {
+                spawn_plugin_host(&mut tasks, client, host_config, plugins, &stop);
+            }
         }
         // Nothing outside `current` runs any more: the previous assignment drained fully.
         shard.drained(current.epoch);

@@ -471,13 +471,14 @@ struct LeaderArgs {
 #[command(next_help_heading = "Sharding")]
 struct ShardArgs {
     /// Share the objects of every kind with the other replicas of this ring (a label value):
-    /// each replica reconciles only the objects of its buckets (docs/sharding.md). Uses
-    /// --lease-seconds and the host's namespace; --instance must be unique (the pod's name).
+    /// each replica reconciles only the objects of its buckets (docs/sharding.md), of the
+    /// --plugin files' kinds and the Plugins' alike. Uses --lease-seconds and the host's
+    /// namespace; --instance must be unique (the pod's name).
     #[arg(
         long,
         env = "ORCHARD_SHARD_RING",
         value_parser = ring_name,
-        conflicts_with_all = ["leader_elect", "watch_plugins"]
+        conflicts_with = "leader_elect"
     )]
     shard_ring: Option<String>,
 }
@@ -1124,6 +1125,24 @@ mod tests {
     struct Sandbox {
         #[command(flatten)]
         sandbox: SandboxArgs,
+    }
+
+    fn run_args(args: &[&str]) -> Result<super::Args, clap::Error> {
+        super::Args::try_parse_from(["orchard", "run"].into_iter().chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn a_shard_ring_serves_plugin_objects_too_but_never_under_a_leader() {
+        run_args(&["--shard-ring", "main", "--watch-plugins"]).unwrap();
+        run_args(&["--shard-ring", "main", "--plugin", "p.wasm"]).unwrap();
+        let err =
+            run_args(&["--shard-ring", "main", "--watch-plugins", "--leader-elect"]).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            clap::error::ErrorKind::ArgumentConflict,
+            "{err}"
+        );
+        assert!(err.to_string().contains("--shard-ring"), "{err}");
     }
 
     fn instance_pool(args: &[&str]) -> Result<u32, clap::Error> {

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use crate::oci::RegistryOptions;
 use crate::reconcile::Settings;
 use crate::runtime::{PluginConfig, Runtime};
@@ -29,4 +31,78 @@ pub struct PluginHostConfig {
     pub install_crds: bool,
     /// The conversion webhook the CRDs of kinds with several versions name.
     pub webhook: Option<crate::crd::Webhook>,
+    /// A sharded host's share of the Plugins' kinds (`--shard-ring`); `None`: all of them.
+    pub shard: Option<PluginShard>,
+}
+
+/// What a replica of a shard ring needs to serve Plugins' kinds: every replica loads every
+/// Plugin and serves its own buckets of the kind (the controllers' selector is in
+/// [`PluginHostConfig::settings`]).
+///
+/// Contract: a Plugin's status MUST have one writer, or replicas whose views differ (one
+/// could not pull, another could) would overwrite each other's conditions. The writer is the
+/// replica that holds the bucket of the Plugin object itself ([`PluginShard::writes_status`]),
+/// as it would if `Plugin` were a kind of its own.
+#[derive(Clone, Debug)]
+pub struct PluginShard {
+    /// The ring's assignment of buckets to this replica, as it changes.
+    pub assignment: watch::Receiver<crate::shard::Assignment>,
+    /// This replica's name in the ring (`--instance`), said in the status it writes.
+    pub instance: String,
+}
+
+impl PluginShard {
+    /// Whether this replica writes the status of the Plugin `name` now: it holds the
+    /// Plugin's own bucket.
+    pub fn writes_status(&self, name: &str) -> bool {
+        use kube::Resource as _;
+        let (group, kind) = (super::Plugin::group(&()), super::Plugin::kind(&()));
+        let bucket = crate::shard::ring::bucket_of(&group, &kind, "", name);
+        self.assignment.borrow().buckets.contains(&bucket)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(buckets: impl IntoIterator<Item = u16>) -> PluginShard {
+        let (_, assignment) = watch::channel(crate::shard::Assignment {
+            epoch: 1,
+            buckets: buckets.into_iter().collect(),
+        });
+        PluginShard {
+            assignment,
+            instance: "orchard-0".into(),
+        }
+    }
+
+    #[test]
+    fn only_the_replica_holding_the_plugins_own_bucket_writes_its_status() {
+        let bucket = crate::shard::ring::bucket_of("orchard.dev", "Plugin", "", "zones");
+        let other = (bucket + 1) % crate::shard::ring::BUCKETS;
+        assert!(shard([bucket]).writes_status("zones"));
+        assert!(shard([other, bucket]).writes_status("zones"));
+        assert!(!shard([other]).writes_status("zones"));
+        assert!(
+            !shard([]).writes_status("zones"),
+            "a replica serving nothing writes nothing"
+        );
+    }
+
+    #[test]
+    fn the_status_writer_follows_the_assignment_as_it_changes() {
+        let bucket = crate::shard::ring::bucket_of("orchard.dev", "Plugin", "", "zones");
+        let (publish, assignment) = watch::channel(crate::shard::Assignment::default());
+        let shard = PluginShard {
+            assignment,
+            instance: "orchard-0".into(),
+        };
+        assert!(!shard.writes_status("zones"));
+        publish.send_replace(crate::shard::Assignment {
+            epoch: 2,
+            buckets: [bucket].into_iter().collect(),
+        });
+        assert!(shard.writes_status("zones"));
+    }
 }

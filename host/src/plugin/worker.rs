@@ -12,7 +12,13 @@
 //!   previous good version serving, and say why in `Ready=False`;
 //! - deleting a Plugin MUST stop its controller and leave its objects, their finalizers and the
 //!   external resources as they are, for when it returns;
-//! - a kind is served by one plugin at a time ([`KindClaims`]).
+//! - a kind is served by one plugin at a time ([`KindClaims`]);
+//! - a kind's controller that stops MUST have ended when its stop returns (after
+//!   [`DRAIN`] its passes are cut off): a restarted controller of the same kind, or the next
+//!   replica of a shard ring, never runs beside it;
+//! - in a sharded host ([`PluginShard`](super::config::PluginShard)) the kind's controller
+//!   serves this replica's buckets, its objects are labelled with theirs, and only the
+//!   holder of the Plugin's own bucket writes its status.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +55,7 @@ struct Serving {
     slot: Arc<ActuatorSlot>,
     /// Bumped after a swap: the kind's controller reconciles every object again.
     rerun: watch::Sender<u64>,
-    /// The kind's controller's token.
+    /// The kind's controller's token (and its labeller's, in a sharded host).
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -305,6 +311,16 @@ impl Worker {
             description.clone(),
             stop.clone(),
         );
+        if let Some(shard) = &self.config.shard {
+            // The kind's objects carry their bucket, which the controllers' selector reads.
+            tokio::spawn(crate::shard::label::run(
+                self.client.clone(),
+                crate::crd::api_resource(&description),
+                settings.namespace.clone(),
+                shard.assignment.clone(),
+                stop.clone(),
+            ));
+        }
         let task = tokio::spawn(async move {
             if let Err(e) = crate::reconcile::run(client, served, for_task, settings, token).await {
                 tracing::error!(plugin = %plugin, error = %e, "the kind's controller stopped");
@@ -332,15 +348,37 @@ impl Worker {
         }
     }
 
+    /// Whether this host writes the Plugin's status: always, but in a shard ring only the
+    /// replica holding the Plugin's own bucket.
+    fn writes_status(&self) -> bool {
+        self.config
+            .shard
+            .as_ref()
+            .is_none_or(|shard| shard.writes_status(&self.name))
+    }
+
+    /// Whose view a status message is: said in a shard ring, where each replica loads the
+    /// Plugin itself and one writes.
+    fn seen_by(&self) -> String {
+        self.config
+            .shard
+            .as_ref()
+            .map(|shard| format!(" (as seen by replica {})", shard.instance))
+            .unwrap_or_default()
+    }
+
     async fn report_ready(&self, plugin: &Plugin) -> Result<(), Error> {
         let Some(serving) = &self.serving else {
             return Ok(());
         };
+        if !self.writes_status() {
+            return Ok(());
+        }
         let kind = serving.kind();
         let report = Report {
             ready: "True",
             reason: "Serving",
-            message: format!("serving {kind} from {}", serving.pinned),
+            message: format!("serving {kind} from {}{}", serving.pinned, self.seen_by()),
             digest: Some(&serving.digest),
             kinds: vec![kind],
         };
@@ -348,13 +386,17 @@ impl Worker {
     }
 
     async fn report_failure(&self, plugin: &Plugin, error: &Error) {
+        if !self.writes_status() {
+            return;
+        }
         let report = match &self.serving {
             Some(serving) => Report {
                 ready: "False",
                 reason: error.reason(),
                 message: format!(
-                    "{error}; still serving the previous version {}",
-                    serving.digest
+                    "{error}; still serving the previous version {}{}",
+                    serving.digest,
+                    self.seen_by()
                 ),
                 digest: Some(&serving.digest),
                 kinds: vec![serving.kind()],
@@ -362,7 +404,7 @@ impl Worker {
             None => Report {
                 ready: "False",
                 reason: error.reason(),
-                message: error.to_string(),
+                message: format!("{error}{}", self.seen_by()),
                 digest: None,
                 kinds: Vec::new(),
             },
@@ -383,10 +425,27 @@ impl Serving {
     /// Stops the kind's controller, letting reconciles in flight finish.
     async fn shutdown(self) {
         self.stop.cancel();
-        if tokio::time::timeout(DRAIN, self.task).await.is_err() {
-            tracing::warn!(kind = %self.description.kind, "reconciles in flight did not finish within 20 s");
-        }
+        end_controller(self.task, DRAIN, &self.description.kind).await;
     }
+}
+
+/// Waits up to `drain` for a stopped controller's `task` to end. Past it the task is aborted —
+/// its passes end at their next await, as in a crash, which the flow is built to survive
+/// (the finalizer first, `status.id` at once, adoption before create) — and awaited: when
+/// this returns nothing of the controller runs, so neither a restarted controller of the kind
+/// nor the replica taking its buckets ever runs beside it.
+async fn end_controller(mut task: tokio::task::JoinHandle<()>, drain: Duration, kind: &str) {
+    if tokio::time::timeout(drain, &mut task).await.is_ok() {
+        return;
+    }
+    tracing::warn!(
+        kind,
+        drain_s = drain.as_secs(),
+        "reconciles in flight did not finish in time after the controller stopped: cut off"
+    );
+    task.abort();
+    // Its outcome is the abort itself (or a last-moment end): nothing to report.
+    let _ = task.await;
 }
 
 /// The sandbox of a Plugin: the host's defaults, overridden by its `limits`; its
@@ -509,6 +568,49 @@ mod tests {
             controller_shape(&d, &spec),
             controller_shape(&upsert, &spec)
         );
+    }
+
+    /// Sets its flag when dropped: the future holding it ended or was cut off.
+    struct Ended(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_controller_that_does_not_end_within_the_drain_is_cut_off_before_its_stop_returns() {
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let guard = Ended(Arc::clone(&ended));
+        let task = tokio::spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        });
+        let started = tokio::time::Instant::now();
+        end_controller(task, DRAIN, "Thing").await;
+        assert!(
+            ended.load(std::sync::atomic::Ordering::SeqCst),
+            "the pass was cut off"
+        );
+        assert_eq!(started.elapsed(), DRAIN, "after the drain, not before");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_controller_that_ends_within_the_drain_is_waited_for_and_not_cut_off() {
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&finished);
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let started = tokio::time::Instant::now();
+        end_controller(task, DRAIN, "Thing").await;
+        assert!(
+            finished.load(std::sync::atomic::Ordering::SeqCst),
+            "it ran to its end"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
     }
 
     #[test]

@@ -121,44 +121,42 @@ async fn the_helm_chart_lints_renders_and_grants_what_the_kustomize_base_grants(
 }
 
 #[tokio::test]
-async fn the_helm_chart_renders_a_sharded_deployment_and_refuses_sharding_with_plugin_objects()
+async fn the_helm_chart_renders_a_sharded_deployment_with_and_without_plugin_objects()
 -> anyhow::Result<()> {
     let env = TestEnv::load()?;
-    let rendered = run(&mut helm_template(
-        &env,
-        "sharding.enabled=true,sharding.ring=edge,pluginObjects.enabled=false,replicas=3",
-    ))?;
-    let manifests = docs(&rendered)?;
-    let deployment = the_deployment(&manifests)?;
-    assert_eq!(deployment["spec"]["replicas"], 3);
-    let args = args_of(&deployment["spec"]["template"]["spec"]["containers"][0])?;
-    assert!(args.contains(&"--shard-ring=edge"), "{args:?}");
-    assert!(!args.contains(&"--leader-elect"), "{args:?}");
-    assert!(!args.contains(&"--watch-plugins"), "{args:?}");
-    let role = manifests
-        .iter()
-        .find(|m| m["kind"] == "Role")
-        .context("no Role")?;
-    let resources: Vec<&str> = role["rules"]
-        .as_array()
-        .context("rules")?
-        .iter()
-        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(resources, ["leases", "configmaps"], "{role}");
-    server_dry_run(&env, &manifests)?;
-
-    let refused = helm_template(&env, "sharding.enabled=true").output()?;
-    assert!(
-        !refused.status.success(),
-        "sharding with Plugin objects rendered"
-    );
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        stderr.contains("sharding.enabled needs pluginObjects.enabled=false"),
-        "{stderr}"
-    );
+    for (values, watches_plugins) in [
+        (
+            "sharding.enabled=true,sharding.ring=edge,pluginObjects.enabled=false,replicas=3",
+            false,
+        ),
+        ("sharding.enabled=true,sharding.ring=edge,replicas=3", true),
+    ] {
+        let rendered = run(&mut helm_template(&env, values))?;
+        let manifests = docs(&rendered)?;
+        let deployment = the_deployment(&manifests)?;
+        assert_eq!(deployment["spec"]["replicas"], 3);
+        let args = args_of(&deployment["spec"]["template"]["spec"]["containers"][0])?;
+        assert!(args.contains(&"--shard-ring=edge"), "{values}: {args:?}");
+        assert!(!args.contains(&"--leader-elect"), "{values}: {args:?}");
+        assert_eq!(
+            args.contains(&"--watch-plugins"),
+            watches_plugins,
+            "{values}: {args:?}"
+        );
+        let role = manifests
+            .iter()
+            .find(|m| m["kind"] == "Role")
+            .context("no Role")?;
+        let resources: Vec<&str> = role["rules"]
+            .as_array()
+            .context("rules")?
+            .iter()
+            .flat_map(|r| r["resources"].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(resources, ["leases", "configmaps"], "{values}: {role}");
+        server_dry_run(&env, &manifests)?;
+    }
     Ok(())
 }
 

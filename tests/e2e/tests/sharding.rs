@@ -2,6 +2,8 @@
 //! zones; one is killed (`SIGKILL`) in the middle of the creates; the survivors take its buckets when
 //! its Lease expires; every zone becomes Available, exists exactly once in PowerDNS, and no
 //! zone is ever reconciled by two replicas at once (proved from the hosts' pass traces).
+//! And two replicas serving a Plugin from the real registry (signed with cosign): each its
+//! share of the kind, one writer of the Plugin's status, a new digest swapped in by both.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -15,9 +17,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use orchard_e2e::harness::{Harness, Host, HostSpec, has_condition};
+use orchard_e2e::oci::Workdir;
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, ZONE};
-use orchard_e2e::{TestEnv, poll_until, poll_until_every};
+use orchard_e2e::{TestEnv, plugins, poll_until, poll_until_every};
 use sha2::{Digest, Sha256};
 
 const OBJECTS: usize = 1000;
@@ -35,6 +38,14 @@ fn now_nanos() -> u128 {
 /// of `group/kind/namespace/name`, first 8 bytes big-endian, modulo 256).
 fn expected_bucket(namespace: &str, name: &str) -> u16 {
     let digest = Sha256::digest(format!("pdns.orchard.dev/DnsZone/{namespace}/{name}"));
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u16::try_from(u64::from_be_bytes(first) % 256).unwrap_or(u16::MAX)
+}
+
+/// The bucket of a cluster-scoped Plugin (the same oracle: its namespace is empty).
+fn expected_plugin_bucket(name: &str) -> u16 {
+    let digest = Sha256::digest(format!("orchard.dev/Plugin//{name}"));
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u16::try_from(u64::from_be_bytes(first) % 256).unwrap_or(u16::MAX)
@@ -383,6 +394,219 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
         .filter(|z| z["name"].as_str().is_some_and(|n| n.ends_with(&suffix)))
         .count();
     assert_eq!(left, 0, "zones left in PowerDNS");
+    drop(hosts);
+    Ok(())
+}
+
+/// Zones of the Plugin scenario: enough that both replicas hold some.
+const PLUGIN_ZONES: usize = 40;
+
+#[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::too_many_lines, reason = "one scenario, its phases in order")]
+async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_writer_and_both_swap_it()
+-> anyhow::Result<()> {
+    let spec = HostSpec {
+        plugins: vec![],
+        kinds: vec![pdns::zone_resource()],
+        allow_hosts: vec![],
+    };
+    let mut s = Harness::new("shard-plugins", spec).await?;
+    let env = s.env.clone();
+    pdns::create_secret(&s, "pdns").await?;
+    let pdns = pdns::Api::new(&env)?;
+    let wd = Workdir::new(&format!("shard-plugins-{}", s.id))?;
+    let key = wd.cosign_key_pair("release")?;
+    let public_key = std::fs::read_to_string(&key)?;
+    let repo = format!("{}/e2e/pdns-zone-{}", env.registry, s.id);
+    // Two signed builds: v1 observes pluginBuild "0.1.0", v2 "0.1.0+next".
+    let v1 = wd.push(&env, &plugin("pdns-zone"), &format!("{repo}:v1"))?;
+    let v2 = wd.push(&env, &plugin("pdns-zone-next"), &format!("{repo}:v2"))?;
+    wd.cosign_sign("release", &v1)?;
+    wd.cosign_sign("release", &v2)?;
+    let digest = |pinned: &str| pinned.split('@').nth(1).unwrap_or_default().to_owned();
+    let verified = |reference: &str| serde_json::json!({"reference": reference, "verification": {"publicKey": public_key}});
+
+    // Phase 1: two replicas of one ring, both watching this scenario's Plugins.
+    let ring = format!("p{}", s.id).to_ascii_lowercase().replace('_', "-");
+    let trace = env.logs.join(format!("pass-trace-{}.log", s.ns));
+    let _ = std::fs::remove_file(&trace);
+    let trace_text = trace.display().to_string();
+    let lease_seconds = LEASE_SECONDS.to_string();
+    let replicas = ["plugins-a", "plugins-b"];
+    let mut hosts = Vec::new();
+    for name in replicas {
+        // A content cache each, as two pods have.
+        let cache = wd
+            .path
+            .join(format!("oci-cache-{name}"))
+            .display()
+            .to_string();
+        let env = [
+            ("ORCHARD_SHARD_RING", ring.as_str()),
+            ("ORCHARD_LEASE_SECONDS", lease_seconds.as_str()),
+            ("ORCHARD_INSTANCE", name),
+            ("ORCHARD_PASS_TRACE", trace_text.as_str()),
+            ("ORCHARD_OCI_CACHE_DIR", cache.as_str()),
+        ];
+        hosts.push(plugins::start_watching_host(&mut s, &wd, &env)?);
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.ns);
+    let holders = poll_until(
+        Duration::from_mins(1),
+        "every bucket held, by both replicas",
+        || {
+            let running = hosts.iter_mut().try_for_each(Host::ensure_running);
+            let maps = &maps;
+            let ring = &ring;
+            async move {
+                running?;
+                let Some(holders) = table(maps, ring).await? else {
+                    return Ok(None);
+                };
+                let by: BTreeSet<&str> = holders.iter().map(String::as_str).collect();
+                Ok((by == replicas.into_iter().collect()).then_some(holders))
+            }
+        },
+    )
+    .await
+    .with_context(|| reports(&hosts))?;
+
+    // Phase 2: the Plugin is served, and its status written by the holder of its bucket.
+    let name = format!("zones-{}", s.id);
+    let writer = &holders[usize::from(expected_plugin_bucket(&name))];
+    plugins::apply(&s, &name, verified(&v1), &[&env.pdns_api_url]).await?;
+    let served = plugins::wait_ready(&s, &name, "True", "Serving")
+        .await
+        .with_context(|| reports(&hosts))?;
+    assert_eq!(
+        served.data["status"]["resolvedDigest"],
+        digest(&v1).as_str()
+    );
+    let message = plugins::ready_message(&served);
+    assert!(
+        message.ends_with(&format!("(as seen by replica {writer})")),
+        "the status of {name} was not written by {writer}, the holder of its bucket: {message}"
+    );
+
+    // Phase 3: zones of both shares become Available, each reconciled by its bucket's holder.
+    s.wait_kinds().await?;
+    let zones = s.api(ZONE);
+    let names: Vec<String> = (0..PLUGIN_ZONES).map(|i| format!("p{i}")).collect();
+    for zone in &names {
+        let obj = serde_json::from_value(serde_json::json!({
+            "apiVersion": "pdns.orchard.dev/v1alpha1",
+            "kind": "DnsZone",
+            "metadata": {"name": zone, "namespace": s.ns},
+            "spec": {
+                "credentialsRef": {"secretName": "pdns"},
+                "resource": {"name": format!("{zone}.{}.test.", s.id)},
+            },
+        }))?;
+        zones.create(&PostParams::default(), &obj).await?;
+    }
+    let observed_by = |build: &'static str| {
+        let zones = zones.clone();
+        move || {
+            let zones = zones.clone();
+            async move {
+                let list = zones.list(&ListParams::default()).await?;
+                let done = list
+                    .items
+                    .iter()
+                    .filter(|z| {
+                        has_condition(z, "Available", "True", None)
+                            && z.data["status"]["resource"]["pluginBuild"] == build
+                    })
+                    .count();
+                Ok((done == PLUGIN_ZONES).then_some(list.items))
+            }
+        }
+    };
+    let available = poll_until(
+        Duration::from_mins(3),
+        "every zone Available, observed by v1",
+        observed_by("0.1.0"),
+    )
+    .await
+    .with_context(|| reports(&hosts))?;
+    let mut share: BTreeMap<&str, usize> = BTreeMap::new();
+    for zone in &available {
+        let expected = expected_bucket(&s.ns, &zone.name_any());
+        assert_eq!(
+            zone.labels().get(BUCKET_LABEL).map(String::as_str),
+            Some(expected.to_string().as_str()),
+            "{} is labelled with the wrong bucket",
+            zone.name_any()
+        );
+        *share
+            .entry(holders[usize::from(expected)].as_str())
+            .or_default() += 1;
+    }
+    assert_eq!(
+        share.keys().copied().collect::<Vec<_>>(),
+        replicas,
+        "both replicas hold zones of the kind: {share:?}"
+    );
+    let traced = passes(&trace)?;
+    for zone in &names {
+        let key = format!("{}/{zone}", s.ns);
+        let owner = &holders[usize::from(expected_bucket(&s.ns, zone))];
+        let passes = traced.get(&key).cloned().unwrap_or_default();
+        assert!(!passes.is_empty(), "{key} was never reconciled");
+        assert!(
+            passes.iter().all(|p| p.instance == *owner),
+            "{key} (bucket of {owner}) was reconciled by another replica: {passes:?}"
+        );
+    }
+
+    // Phase 4: a new digest is swapped in by both replicas: every zone is observed by v2.
+    plugins::apply(&s, &name, verified(&v2), &[&env.pdns_api_url]).await?;
+    poll_until(Duration::from_mins(2), "the Plugin serving v2", || {
+        let s = &s;
+        let (name, v2) = (&name, digest(&v2));
+        async move {
+            let obj = plugins::api(s).get(name).await?;
+            Ok((obj.data["status"]["resolvedDigest"] == v2.as_str()).then_some(()))
+        }
+    })
+    .await
+    .with_context(|| reports(&hosts))?;
+    poll_until(
+        Duration::from_mins(2),
+        "every zone observed by v2, on both replicas",
+        observed_by("0.1.0+next"),
+    )
+    .await
+    .with_context(|| reports(&hosts))?;
+    for host in &mut hosts {
+        host.ensure_running()?;
+    }
+
+    // Phase 5: deleted through both replicas; nothing left in PowerDNS.
+    zones
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    poll_until(Duration::from_mins(2), "every zone deleted", || async {
+        Ok(zones
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty()
+            .then_some(()))
+    })
+    .await
+    .with_context(|| reports(&hosts))?;
+    let suffix = format!(".{}.test.", s.id);
+    let left = pdns
+        .zones()
+        .await?
+        .iter()
+        .filter(|z| z["name"].as_str().is_some_and(|n| n.ends_with(&suffix)))
+        .count();
+    assert_eq!(left, 0, "zones left in PowerDNS");
+    plugins::api(&s)
+        .delete(&name, &DeleteParams::default())
+        .await?;
     drop(hosts);
     Ok(())
 }
