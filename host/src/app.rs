@@ -20,10 +20,12 @@
 //!    [`AppConfig::drain_timeout`]), release the Leases.
 //!
 //! With sharding ([`AppConfig::sharding`]) phase 4 joins the shard ring instead of electing a
-//! leader, and phases 7–9 run per *assignment* (the buckets this replica serves): serve them;
-//! when the assignment changes, drain every controller (no timeout: a bucket is given up only
-//! once no pass over its objects runs), acknowledge, and serve the new one. On shutdown the
-//! replica drains and gives its buckets back ([`crate::shard::Shard::leave`]).
+//! leader, and phases 7–9 run per *assignment* (the buckets this replica serves): serve them —
+//! the static plugins' controllers and a Plugin host of the assignment's own; when the
+//! assignment changes, drain every controller (no timeout for the static ones; a Plugin's
+//! kind is cut off after its drain: a bucket is given up only once no pass over its objects
+//! runs), acknowledge, and serve the new one. On shutdown the replica drains and gives its
+//! buckets back ([`crate::shard::Shard::leave`]).
 //!
 //! Contract: a lost Lease (leader or shard) MUST end the host at once with
 //! [`Error::LostLease`] / [`Error::Fenced`] — another replica may already reconcile —
