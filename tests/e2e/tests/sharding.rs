@@ -43,6 +43,32 @@ fn expected_bucket(namespace: &str, name: &str) -> u16 {
     u16::try_from(u64::from_be_bytes(first) % 256).unwrap_or(u16::MAX)
 }
 
+/// The first 8 bytes of SHA-256, big-endian: the ring's hash (docs/sharding.md).
+fn ring_hash(text: &str) -> u64 {
+    let digest = Sha256::digest(text);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
+
+/// The holder of every bucket once the ring of `replicas` settled (an oracle written from the
+/// docs: 128 points per replica at the hash of `<replica>#<i>`; a bucket belongs to the first
+/// point at or after the hash of `bucket-<b>`, going round).
+fn settled_holders(replicas: &[&str]) -> Vec<String> {
+    let mut points: Vec<(u64, &str)> = replicas
+        .iter()
+        .flat_map(|r| (0..128).map(move |i| (ring_hash(&format!("{r}#{i}")), *r)))
+        .collect();
+    points.sort_unstable();
+    (0..256)
+        .map(|b| {
+            let at = ring_hash(&format!("bucket-{b}"));
+            let i = points.partition_point(|(p, _)| *p < at);
+            points.get(i).unwrap_or(&points[0]).1.to_owned()
+        })
+        .collect()
+}
+
 /// The bucket of a cluster-scoped Plugin (the same oracle: its namespace is empty).
 fn expected_plugin_bucket(name: &str) -> u16 {
     let digest = Sha256::digest(format!("orchard.dev/Plugin//{name}"));
@@ -450,21 +476,18 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
         ];
         hosts.push(plugins::start_watching_host(&mut s, &wd, &env)?);
     }
+    // Settled: every bucket with the holder the ring gives it, so nothing moves below.
     let maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.ns);
-    let holders = poll_until(
+    let holders = settled_holders(&replicas);
+    poll_until(
         Duration::from_mins(1),
-        "every bucket held, by both replicas",
+        "the ring of both replicas settled",
         || {
             let running = hosts.iter_mut().try_for_each(Host::ensure_running);
-            let maps = &maps;
-            let ring = &ring;
+            let (maps, ring, holders) = (&maps, &ring, &holders);
             async move {
                 running?;
-                let Some(holders) = table(maps, ring).await? else {
-                    return Ok(None);
-                };
-                let by: BTreeSet<&str> = holders.iter().map(String::as_str).collect();
-                Ok((by == replicas.into_iter().collect()).then_some(holders))
+                Ok((table(maps, ring).await?.as_ref() == Some(holders)).then_some(()))
             }
         },
     )
@@ -487,6 +510,9 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
         message.ends_with(&format!("(as seen by replica {writer})")),
         "the status of {name} was not written by {writer}, the holder of its bucket: {message}"
     );
+    // Pinned by digest, the Plugin is not polled: from now on only a second writer (the
+    // other replica, whose message differs) would change it, over and over.
+    let written = served.metadata.resource_version.clone();
 
     // Phase 3: zones of both shares become Available, each reconciled by its bucket's holder.
     s.wait_kinds().await?;
@@ -546,6 +572,11 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
         share.keys().copied().collect::<Vec<_>>(),
         replicas,
         "both replicas hold zones of the kind: {share:?}"
+    );
+    assert_eq!(
+        plugins::api(&s).get(&name).await?.metadata.resource_version,
+        written,
+        "the Plugin's status was written again while the zones were served: two writers"
     );
     let traced = passes(&trace)?;
     for zone in &names {
