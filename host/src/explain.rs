@@ -8,14 +8,18 @@
 //!    host reads (paused, create pending), deletion;
 //! 3. **events** — its Events, newest last;
 //! 4. **hosts** — the live presence Leases ([`crate::ops::presence`]) whose scope holds its
-//!    kind and namespace: who reconciles it (or that nobody does);
+//!    kind and namespace — by a plugin file, or by a Plugin object the host serves whose
+//!    status lists the kind: who reconciles it (or that nobody does); in a shard ring, the
+//!    replica holding the object's bucket (from the ring's bucket table);
 //! 5. **journal** — its last passes, their plugin calls and its next pass, from the admin server
-//!    of the host serving it (`--admin`, else the one its presence Lease names);
+//!    of the host serving it (`--admin`, else the one its presence Lease names: in a ring, the
+//!    bucket's holder's);
 //! 6. **verdict** — one sentence, first in the output.
 //!
 //! Every phase after the object's read is best effort: what cannot be read is said in its
 //! place, and the rest is still shown.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use jiff::Timestamp;
@@ -118,6 +122,23 @@ pub struct HostLine {
     pub since: Timestamp,
     /// Its admin server, when it announced one.
     pub admin: Option<String>,
+    /// Its group (`host:…`, `leader:<ns>/<lease>`, `ring:<ns>/<ring>`): hosts of one group
+    /// share their objects.
+    pub group: String,
+    /// The Plugin object through which it serves the kind; `None`: a plugin file of its own.
+    pub plugin: Option<String>,
+}
+
+/// Where a shard ring puts the object.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardLine {
+    /// The ring, `namespace/name`.
+    pub ring: String,
+    /// The object's bucket (its `orchard.dev/shard-bucket` label).
+    pub bucket: u16,
+    /// The replica that holds the bucket now (`None`: free, in a hand-over, or unread).
+    pub holder: Option<String>,
 }
 
 /// Everything `orchard explain` found.
@@ -154,6 +175,8 @@ pub struct Explanation {
     pub events: Vec<EventLine>,
     /// The hosts whose scope holds it (`None`: the presence Leases could not be read).
     pub hosts: Option<Vec<HostLine>>,
+    /// Its bucket and that bucket's holder, when a shard ring serves it.
+    pub shard: Option<ShardLine>,
     /// Its journal, from a host's admin server.
     pub journal: Option<ObjectJournal>,
     /// Why some part is missing (presence, Events, journal).
@@ -191,19 +214,16 @@ pub async fn explain(
         Ok(events) => e.events = events,
         Err(err) => e.notes.push(format!("Events: {err}")),
     }
-    // Phase 4: hosts.
-    match hosts(client, &crd, namespace).await {
+    // Phase 4: hosts, and in a shard ring the one holding the object's bucket.
+    match hosts(client, &crd, &resource, namespace, &mut e.notes).await {
         Ok(hosts) => e.hosts = Some(hosts),
         Err(err) => e.notes.push(format!("hosts: the presence Leases: {err}")),
     }
+    e.shard = shard(client, &obj, e.hosts.as_deref(), &mut e.notes).await;
     // Phase 5: journal.
-    let admin = admin.map(str::to_owned).or_else(|| {
-        e.hosts
-            .iter()
-            .flatten()
-            .find(|h| h.state == "serving")
-            .and_then(|h| h.admin.clone())
-    });
+    let admin = admin
+        .map(str::to_owned)
+        .or_else(|| journal_host(&e).and_then(|h| h.admin.clone()));
     match admin {
         None => e.notes.push(
             "passes: no admin server known (the serving host has none, or give --admin URL)"
@@ -325,6 +345,7 @@ fn from_object(
         deleting: obj.metadata.deletion_timestamp.is_some(),
         events: Vec::new(),
         hosts: None,
+        shard: None,
         journal: None,
         notes: Vec::new(),
     }
@@ -371,35 +392,149 @@ async fn events(
     Ok(lines.split_off(skip))
 }
 
-/// The live hosts whose scope holds `crd` in `namespace`.
-async fn hosts(client: &Client, crd: &str, namespace: &str) -> Result<Vec<HostLine>, kube::Error> {
+/// The live hosts whose scope holds `crd` (`resource`) in `namespace`: among their plugin
+/// files' kinds, or served through a Plugin object matching their Plugin selector. A Plugin
+/// list that cannot be read is said in `notes` (those hosts are left out).
+async fn hosts(
+    client: &Client,
+    crd: &str,
+    resource: &ApiResource,
+    namespace: &str,
+    notes: &mut Vec<String>,
+) -> Result<Vec<HostLine>, kube::Error> {
     let leases: Api<Lease> = Api::all(client.clone());
     let list = leases
         .list(&ListParams::default().labels(&format!("{}=host", presence::LABEL)))
         .await?;
     let now = Timestamp::now();
-    let mut hosts: Vec<HostLine> = list
-        .items
-        .iter()
-        .filter_map(Peer::from_lease)
-        .filter(|p| p.expires > now && p.scope.kinds.contains(crd))
-        .filter(|p| {
-            p.scope
-                .namespaces
-                .as_ref()
-                .is_none_or(|ns| ns.contains(namespace))
-        })
-        .map(|p| HostLine {
+    // Plugin selector → the Plugin it brings the kind by, asked once per selector.
+    let mut by_plugins: HashMap<String, Option<String>> = HashMap::new();
+    let mut hosts = Vec::new();
+    for p in list.items.iter().filter_map(Peer::from_lease) {
+        let in_namespace = p
+            .scope
+            .namespaces
+            .as_ref()
+            .is_none_or(|ns| ns.contains(namespace));
+        if p.expires <= now || !in_namespace {
+            continue;
+        }
+        let plugin = if p.scope.kinds.contains(crd) {
+            None
+        } else if let Some(selector) = &p.scope.plugin_objects {
+            if !by_plugins.contains_key(selector) {
+                let found = plugin_serving(client, selector, resource, namespace)
+                    .await
+                    .unwrap_or_else(|err| {
+                        notes.push(format!("Plugins ({}): {err}", shown_selector(selector)));
+                        None
+                    });
+                by_plugins.insert(selector.clone(), found);
+            }
+            match by_plugins.get(selector).cloned().flatten() {
+                Some(name) => Some(name),
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        hosts.push(HostLine {
             lease: format!("{}/{}", p.namespace, p.name),
             state: p.state.as_str().to_owned(),
             since: p.acquired,
             admin: p.admin.clone(),
+            group: p.scope.group.clone(),
+            plugin,
             instance: p.instance,
-        })
-        .collect();
+        });
+    }
     // The serving host first, then the oldest waiting.
     hosts.sort_by_key(|h| (h.state != "serving", h.since));
     Ok(hosts)
+}
+
+fn shown_selector(selector: &str) -> &str {
+    if selector.is_empty() {
+        "every Plugin"
+    } else {
+        selector
+    }
+}
+
+/// The Plugin, among those matching `selector` (`""`: all), that serves `resource`'s kind in
+/// `namespace`: its status lists the kind and its `spec.namespace`, if any, is `namespace`.
+async fn plugin_serving(
+    client: &Client,
+    selector: &str,
+    resource: &ApiResource,
+    namespace: &str,
+) -> Result<Option<String>, kube::Error> {
+    let api: Api<crate::plugin::Plugin> = Api::all(client.clone());
+    let mut params = ListParams::default();
+    if !selector.is_empty() {
+        params = params.labels(selector);
+    }
+    let list = api.list(&params).await?;
+    Ok(list
+        .items
+        .iter()
+        .find(|p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| lists_kind(&s.kinds, resource))
+                && p.spec.namespace.as_deref().is_none_or(|ns| ns == namespace)
+        })
+        .map(ResourceExt::name_any))
+}
+
+/// Whether a Plugin's `status.kinds` (`Kind.group/version` each) names `resource`'s kind.
+fn lists_kind(kinds: &[String], resource: &ApiResource) -> bool {
+    let prefix = format!("{}.{}/", resource.kind, resource.group);
+    kinds.iter().any(|k| k.starts_with(&prefix))
+}
+
+/// The object's bucket and its holder, when the serving hosts are a shard ring's replicas
+/// and the object carries its bucket label. A table that cannot be read is said in `notes`.
+async fn shard(
+    client: &Client,
+    obj: &DynamicObject,
+    hosts: Option<&[HostLine]>,
+    notes: &mut Vec<String>,
+) -> Option<ShardLine> {
+    use crate::shard::ring::{BUCKET_LABEL, BUCKETS};
+    let bucket = obj
+        .labels()
+        .get(BUCKET_LABEL)?
+        .parse::<u16>()
+        .ok()
+        .filter(|b| *b < BUCKETS)?;
+    let ring = hosts?
+        .iter()
+        .find(|h| h.state == "serving")?
+        .group
+        .strip_prefix("ring:")?;
+    let (namespace, name) = ring.split_once('/')?;
+    let holder = crate::shard::holder_of(client, namespace, name, bucket)
+        .await
+        .unwrap_or_else(|err| {
+            notes.push(format!("shard: {err}"));
+            None
+        });
+    Some(ShardLine {
+        ring: ring.to_owned(),
+        bucket,
+        holder,
+    })
+}
+
+/// The host whose journal tells the object's passes: the holder of its bucket in a shard
+/// ring, else the first serving host.
+fn journal_host(e: &Explanation) -> Option<&HostLine> {
+    let mut serving = e.hosts.iter().flatten().filter(|h| h.state == "serving");
+    match e.shard.as_ref().and_then(|s| s.holder.as_deref()) {
+        Some(holder) => serving.find(|h| h.instance == holder),
+        None => serving.next(),
+    }
 }
 
 /// `GET <admin>/objects/<crd>/<namespace>/<name>`.
@@ -582,9 +717,13 @@ pub fn render(e: &Explanation, now: Timestamp) -> String {
             for h in hosts {
                 let _ = writeln!(
                     out,
-                    "  {} — {} since {} (Lease {}{})",
+                    "  {} — {}{} since {} (Lease {}{})",
                     h.instance,
                     h.state,
+                    h.plugin
+                        .as_deref()
+                        .map(|p| format!(" through Plugin {p}"))
+                        .unwrap_or_default(),
                     ago(h.since),
                     h.lease,
                     h.admin
@@ -594,6 +733,17 @@ pub fn render(e: &Explanation, now: Timestamp) -> String {
                 );
             }
         }
+    }
+    if let Some(shard) = &e.shard {
+        let holder = shard.holder.as_deref().map_or_else(
+            || "no replica holds it now (handed over)".to_owned(),
+            |h| format!("{h} reconciles it"),
+        );
+        let _ = writeln!(
+            out,
+            "  bucket {} of ring {}: {holder}",
+            shard.bucket, shard.ring
+        );
     }
     if let Some(j) = &e.journal {
         let _ = writeln!(
@@ -688,6 +838,8 @@ mod tests {
             state: "serving".into(),
             since: Timestamp::UNIX_EPOCH,
             admin: None,
+            group: "host:ops/host-a".into(),
+            plugin: None,
         }
     }
 
@@ -707,6 +859,7 @@ mod tests {
             deleting: false,
             events: Vec::new(),
             hosts: Some(vec![serving()]),
+            shard: None,
             journal: None,
             notes: Vec::new(),
         }
@@ -837,6 +990,113 @@ mod tests {
         assert!(text.contains("at the next change of the object"), "{text}");
         assert!(
             text.contains("Claim:          holds z.example. (no other object shows it)"),
+            "{text}"
+        );
+    }
+
+    fn replica(instance: &str, admin: &str) -> HostLine {
+        HostLine {
+            instance: instance.into(),
+            lease: format!("ops/orchard-host-{instance}"),
+            admin: Some(admin.into()),
+            group: "ring:ops/main".into(),
+            plugin: Some("zones".into()),
+            ..serving()
+        }
+    }
+
+    #[test]
+    fn a_plugins_status_kinds_name_the_kind_by_kind_and_group_whatever_the_version() {
+        let resource = ApiResource {
+            group: "pdns.orchard.dev".into(),
+            version: "v1alpha1".into(),
+            api_version: "pdns.orchard.dev/v1alpha1".into(),
+            kind: "DnsZone".into(),
+            plural: "dnszones".into(),
+        };
+        let kinds = |k: &[&str]| k.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(lists_kind(
+            &kinds(&["DnsZone.pdns.orchard.dev/v1alpha1"]),
+            &resource
+        ));
+        assert!(lists_kind(
+            &kinds(&["DnsZone.pdns.orchard.dev/v1"]),
+            &resource
+        ));
+        assert!(!lists_kind(
+            &kinds(&["DnsZoneX.pdns.orchard.dev/v1alpha1"]),
+            &resource
+        ));
+        assert!(!lists_kind(
+            &kinds(&["DnsZone.pdns.orchard.dev.evil/v1"]),
+            &resource
+        ));
+        assert!(!lists_kind(
+            &kinds(&["DnsRecord.pdns.orchard.dev/v1alpha1"]),
+            &resource
+        ));
+        assert!(!lists_kind(&[], &resource));
+    }
+
+    #[test]
+    fn in_a_shard_ring_the_journal_is_read_from_the_holder_of_the_objects_bucket() {
+        let mut e = explanation(Vec::new());
+        e.hosts = Some(vec![
+            replica("orchard-0", "http://10.0.0.1:8080"),
+            replica("orchard-1", "http://10.0.0.2:8080"),
+        ]);
+        assert_eq!(
+            journal_host(&e).map(|h| h.instance.as_str()),
+            Some("orchard-0"),
+            "no bucket known: the first serving host"
+        );
+        e.shard = Some(ShardLine {
+            ring: "ops/main".into(),
+            bucket: 17,
+            holder: Some("orchard-1".into()),
+        });
+        assert_eq!(
+            journal_host(&e).and_then(|h| h.admin.as_deref()),
+            Some("http://10.0.0.2:8080")
+        );
+        e.shard = Some(ShardLine {
+            holder: Some("orchard-9".into()),
+            ..e.shard.clone().unwrap()
+        });
+        assert!(
+            journal_host(&e).is_none(),
+            "a holder that announces no presence: no journal rather than another replica's"
+        );
+    }
+
+    #[test]
+    fn the_rendering_names_the_plugin_a_host_serves_the_kind_by_and_the_bucket_s_holder() {
+        let mut e = explanation(vec![condition("Available", "True", "Success", "ok")]);
+        e.hosts = Some(vec![
+            replica("orchard-0", "http://10.0.0.1:8080"),
+            replica("orchard-1", "http://10.0.0.2:8080"),
+        ]);
+        e.shard = Some(ShardLine {
+            ring: "ops/main".into(),
+            bucket: 17,
+            holder: Some("orchard-1".into()),
+        });
+        let text = render(&e, Timestamp::UNIX_EPOCH);
+        assert!(
+            text.contains("orchard-0 — serving through Plugin zones since"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  bucket 17 of ring ops/main: orchard-1 reconciles it"),
+            "{text}"
+        );
+        e.shard = Some(ShardLine {
+            holder: None,
+            ..e.shard.clone().unwrap()
+        });
+        let text = render(&e, Timestamp::UNIX_EPOCH);
+        assert!(
+            text.contains("bucket 17 of ring ops/main: no replica holds it now"),
             "{text}"
         );
     }

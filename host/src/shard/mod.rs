@@ -109,7 +109,7 @@ impl ShardConfig {
     }
 
     fn table_name(&self) -> String {
-        object_name(&format!("orchard-shard-{}", self.ring))
+        table_name(&self.ring)
     }
 
     fn tick(&self) -> Duration {
@@ -119,6 +119,42 @@ impl ShardConfig {
     fn lease_seconds(&self) -> i32 {
         i32::try_from(self.lease_duration.as_secs().max(3)).unwrap_or(i32::MAX)
     }
+}
+
+/// The name of the ring `ring`'s bucket table (a `ConfigMap` in the ring's namespace).
+pub fn table_name(ring: &str) -> String {
+    object_name(&format!("orchard-shard-{ring}"))
+}
+
+/// Who holds `bucket` in the ring `ring` of `namespace` now, read from its bucket table
+/// (`None`: the bucket is free, or the ring has no table yet). For readers outside the ring
+/// (`orchard explain`); a replica keeps its own view.
+pub async fn holder_of(
+    client: &Client,
+    namespace: &str,
+    ring: &str,
+    bucket: u16,
+) -> Result<Option<String>, Error> {
+    let name = table_name(ring);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let map = maps.get_opt(&name).await.map_err(|source| Error::Ring {
+        ring: ring.to_owned(),
+        action: "reading the bucket table",
+        source,
+    })?;
+    let Some(text) = map
+        .and_then(|m| m.data)
+        .and_then(|mut d| d.remove(table::KEY))
+    else {
+        return Ok(None);
+    };
+    let table = Table::decode(&text).map_err(|source| Error::Table {
+        ring: ring.to_owned(),
+        namespace: namespace.to_owned(),
+        name,
+        source,
+    })?;
+    Ok(table.holder(bucket).map(str::to_owned))
 }
 
 /// The buckets this replica serves now. Each publication has a new epoch; the host

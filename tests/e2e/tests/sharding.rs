@@ -18,9 +18,9 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use orchard_e2e::harness::{Harness, Host, HostSpec, has_condition};
 use orchard_e2e::oci::Workdir;
-use orchard_e2e::paths::plugin;
+use orchard_e2e::paths::{orchard_bin, plugin};
 use orchard_e2e::pdns::{self, ZONE};
-use orchard_e2e::{TestEnv, plugins, poll_until, poll_until_every};
+use orchard_e2e::{TestEnv, free_port, plugins, poll_until, poll_until_every};
 use sha2::{Digest, Sha256};
 
 const OBJECTS: usize = 1000;
@@ -424,6 +424,29 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
     Ok(())
 }
 
+/// `orchard explain <zone> -o json` as a user runs it (the admin kubeconfig, no `--admin`).
+fn explain(s: &Harness, zone: &str) -> anyhow::Result<serde_json::Value> {
+    let out = std::process::Command::new(orchard_bin())
+        .args([
+            "explain",
+            &format!("dnszone/{zone}"),
+            "-n",
+            &s.ns,
+            "-o",
+            "json",
+        ])
+        .env("KUBECONFIG", &s.env.admin_kubeconfig)
+        .env_remove("ORCHARD_ADMIN_URL")
+        .output()
+        .context("running orchard explain")?;
+    ensure!(
+        out.status.success(),
+        "orchard explain {zone}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
 /// Zones of the Plugin scenario: enough that both replicas hold some.
 const PLUGIN_ZONES: usize = 40;
 
@@ -461,18 +484,20 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
     let replicas = ["plugins-a", "plugins-b"];
     let mut hosts = Vec::new();
     for name in replicas {
-        // A content cache each, as two pods have.
+        // A content cache each, as two pods have; an admin server each, for `explain`.
         let cache = wd
             .path
             .join(format!("oci-cache-{name}"))
             .display()
             .to_string();
+        let admin = format!("127.0.0.1:{}", free_port()?);
         let env = [
             ("ORCHARD_SHARD_RING", ring.as_str()),
             ("ORCHARD_LEASE_SECONDS", lease_seconds.as_str()),
             ("ORCHARD_INSTANCE", name),
             ("ORCHARD_PASS_TRACE", trace_text.as_str()),
             ("ORCHARD_OCI_CACHE_DIR", cache.as_str()),
+            ("ORCHARD_ADMIN_ADDR", admin.as_str()),
         ];
         hosts.push(plugins::start_watching_host(&mut s, &wd, &env)?);
     }
@@ -590,7 +615,41 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
         );
     }
 
-    // Phase 4: a new digest is swapped in by both replicas: every zone is observed by v2.
+    // Phase 4: `orchard explain` finds both replicas serving the kind through the Plugin, and
+    // reads a zone's passes from the holder of its bucket, for a zone of each replica.
+    for replica in replicas {
+        let zone = names
+            .iter()
+            .find(|z| holders[usize::from(expected_bucket(&s.ns, z))] == replica)
+            .context("a zone of each replica")?;
+        let json = explain(&s, zone)?;
+        let hosts = json["hosts"].as_array().context("hosts")?;
+        ensure!(
+            hosts.len() == 2
+                && hosts
+                    .iter()
+                    .all(|h| h["state"] == "serving" && h["plugin"] == name.as_str()),
+            "both replicas serve {zone}'s kind through Plugin {name}: {json}"
+        );
+        ensure!(
+            json["shard"]["bucket"] == expected_bucket(&s.ns, zone)
+                && json["shard"]["holder"] == replica,
+            "{zone} is in a bucket of {replica}: {json}"
+        );
+        ensure!(
+            json["journal"]["instance"] == replica
+                && json["journal"]["passesTotal"].as_u64() > Some(0),
+            "{zone}'s passes are read from {replica}, which made them: {json}"
+        );
+        ensure!(
+            json["verdict"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("available")),
+            "{json}"
+        );
+    }
+
+    // Phase 5: a new digest is swapped in by both replicas: every zone is observed by v2.
     plugins::apply(&s, &name, verified(&v2), &[&env.pdns_api_url]).await?;
     poll_until(Duration::from_mins(2), "the Plugin serving v2", || {
         let s = &s;
@@ -613,7 +672,7 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
         host.ensure_running()?;
     }
 
-    // Phase 5: deleted through both replicas; nothing left in PowerDNS.
+    // Phase 6: deleted through both replicas; nothing left in PowerDNS.
     zones
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
