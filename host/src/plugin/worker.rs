@@ -13,8 +13,8 @@
 //! - deleting a Plugin MUST stop its controller and leave its objects, their finalizers and the
 //!   external resources as they are, for when it returns;
 //! - a kind is served by one plugin at a time ([`KindClaims`]);
-//! - a kind's controller that stops MUST have ended when its stop returns (after
-//!   [`DRAIN`] its passes are cut off): a restarted controller of the same kind, or the next
+//! - a kind's controller that stops MUST have ended when its stop returns (after a drain of
+//!   20 s its passes are cut off): a restarted controller of the same kind, or the next
 //!   replica of a shard ring, never runs beside it;
 //! - in a sharded host ([`PluginShard`](super::config::PluginShard)) the kind's controller
 //!   serves this replica's buckets, its objects are labelled with theirs, and only the
