@@ -401,10 +401,25 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
     );
 
     // Phase 7: clean up (the survivors delete the zones in PowerDNS).
+    delete_every_zone(&zones, &pdns, &suffix, Duration::from_mins(3))
+        .await
+        .with_context(|| reports(&hosts))?;
+    drop(hosts);
+    Ok(())
+}
+
+/// Deletes every zone of `zones` and waits (at most `within`) until they are gone, then
+/// checks that PowerDNS holds none whose name ends in `suffix`.
+async fn delete_every_zone(
+    zones: &Api<kube::api::DynamicObject>,
+    pdns: &pdns::Api,
+    suffix: &str,
+    within: Duration,
+) -> anyhow::Result<()> {
     zones
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
-    poll_until(Duration::from_mins(3), "every zone deleted", || async {
+    poll_until(within, "every zone deleted", || async {
         Ok(zones
             .list(&ListParams::default())
             .await?
@@ -417,10 +432,9 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
         .zones()
         .await?
         .iter()
-        .filter(|z| z["name"].as_str().is_some_and(|n| n.ends_with(&suffix)))
+        .filter(|z| z["name"].as_str().is_some_and(|n| n.ends_with(suffix)))
         .count();
-    assert_eq!(left, 0, "zones left in PowerDNS");
-    drop(hosts);
+    ensure!(left == 0, "{left} zones left in PowerDNS");
     Ok(())
 }
 
@@ -673,27 +687,10 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
     }
 
     // Phase 6: deleted through both replicas; nothing left in PowerDNS.
-    zones
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await?;
-    poll_until(Duration::from_mins(2), "every zone deleted", || async {
-        Ok(zones
-            .list(&ListParams::default())
-            .await?
-            .items
-            .is_empty()
-            .then_some(()))
-    })
-    .await
-    .with_context(|| reports(&hosts))?;
     let suffix = format!(".{}.test.", s.id);
-    let left = pdns
-        .zones()
-        .await?
-        .iter()
-        .filter(|z| z["name"].as_str().is_some_and(|n| n.ends_with(&suffix)))
-        .count();
-    assert_eq!(left, 0, "zones left in PowerDNS");
+    delete_every_zone(&zones, &pdns, &suffix, Duration::from_mins(2))
+        .await
+        .with_context(|| reports(&hosts))?;
     plugins::api(&s)
         .delete(&name, &DeleteParams::default())
         .await?;
