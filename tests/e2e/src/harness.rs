@@ -301,6 +301,27 @@ impl Harness {
         Ok(Host { child, log })
     }
 
+    /// `orchard explain ARGS… -n <this namespace>` as a user runs it: the admin kubeconfig,
+    /// no `--admin` (the admin server is found as the command finds it); its stdout.
+    pub fn explain(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new(orchard_bin())
+            .arg("explain")
+            .args(args)
+            .args(["-n", &self.ns])
+            .env("KUBECONFIG", &self.env.admin_kubeconfig)
+            .env_remove("ORCHARD_ADMIN_URL")
+            .output()
+            .context("running orchard explain")?;
+        let stdout = String::from_utf8(out.stdout)?;
+        if !out.status.success() {
+            bail!(
+                "orchard explain {args:?}: {}\n{stdout}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(stdout)
+    }
+
     /// Waits until every served kind is served by the apiserver (a host started with
     /// `--install-crds` installs them; the first run on an apiserver has to wait for it).
     pub async fn wait_kinds(&self) -> anyhow::Result<()> {

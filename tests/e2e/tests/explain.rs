@@ -31,25 +31,6 @@ fn zone_yaml(name: &str, zone: &str) -> String {
     )
 }
 
-/// `orchard explain ARGS…` as a user runs it (the admin kubeconfig, no `--admin`).
-fn explain(s: &Harness, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(orchard_bin())
-        .arg("explain")
-        .args(args)
-        .args(["-n", &s.ns])
-        .env("KUBECONFIG", &s.env.admin_kubeconfig)
-        .env_remove("ORCHARD_ADMIN_URL")
-        .output()
-        .context("running orchard explain")?;
-    let stdout = String::from_utf8(out.stdout)?;
-    ensure!(
-        out.status.success(),
-        "orchard explain {args:?}: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(stdout)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn explain_shows_the_verdict_the_serving_host_the_last_passes_and_calls_and_the_events()
 -> anyhow::Result<()> {
@@ -66,10 +47,11 @@ async fn explain_shows_the_verdict_the_serving_host_the_last_passes_and_calls_an
         CONVERGE,
         "explain to show the last pass's calls",
         || async {
-            let json: Value = serde_json::from_str(&explain(
-                &s,
-                &["dnszones.pdns.orchard.dev/z", "-o", "json"],
-            )?)?;
+            let json: Value = serde_json::from_str(&s.explain(&[
+                "dnszones.pdns.orchard.dev/z",
+                "-o",
+                "json",
+            ])?)?;
             let called = json["journal"]["calls"]
                 .as_array()
                 .is_some_and(|c| !c.is_empty());
@@ -102,7 +84,7 @@ async fn explain_shows_the_verdict_the_serving_host_the_last_passes_and_calls_an
     // Text, for a person: the verdict first, then who serves it, what the passes did. Events
     // are posted beside the pass, so the Created one may land a moment after the journal.
     let text = poll_until(CONVERGE, "explain to show the Created event", || async {
-        let text = explain(&s, &["dnszone/z"])?;
+        let text = s.explain(&["dnszone/z"])?;
         let created = text
             .split_once("Events (newest last):")
             .is_some_and(|(_, events)| events.contains("Created"));
@@ -147,7 +129,7 @@ async fn explain_shows_the_verdict_the_serving_host_the_last_passes_and_calls_an
         .await?;
     s.wait_condition(ZONE, "z", "Progressing", "False", Some("Paused"))
         .await?;
-    let paused = explain(&s, &["dnszone/z"])?;
+    let paused = s.explain(&["dnszone/z"])?;
     ensure!(
         paused
             .lines()
@@ -163,7 +145,7 @@ async fn explain_shows_the_verdict_the_serving_host_the_last_passes_and_calls_an
         CONVERGE,
         "explain to see that no host serves the kind",
         || async {
-            let text = explain(&s, &["dnszone/z"])?;
+            let text = s.explain(&["dnszone/z"])?;
             Ok(text.contains("no Orchard host serves").then_some(text))
         },
     )
@@ -224,7 +206,7 @@ async fn explain_says_what_a_zone_waits_for_and_when_a_failing_one_is_retried() 
     s.wait_condition(ZONE, "w", "Progressing", "True", None)
         .await?;
     let text = poll_until(CONVERGE, "explain to show the wait", || async {
-        let text = explain(&s, &["dnszone/w"])?;
+        let text = s.explain(&["dnszone/w"])?;
         Ok(text.contains("Next pass:").then_some(text))
     })
     .await?;
@@ -251,7 +233,7 @@ async fn explain_says_what_a_zone_waits_for_and_when_a_failing_one_is_retried() 
     s.wait_condition(ZONE, "b", "Progressing", "True", Some("TransientError"))
         .await?;
     let json: Value = poll_until(CONVERGE, "explain to show the retry", || async {
-        let json: Value = serde_json::from_str(&explain(&s, &["dnszone/b", "-o", "json"])?)?;
+        let json: Value = serde_json::from_str(&s.explain(&["dnszone/b", "-o", "json"])?)?;
         Ok((json["journal"]["next"]["why"] == "retry").then_some(json))
     })
     .await?;
@@ -269,7 +251,7 @@ async fn explain_says_what_a_zone_waits_for_and_when_a_failing_one_is_retried() 
         json["journal"]["passes"][0]["outcome"] == "TransientError",
         "{json}"
     );
-    let text = explain(&s, &["dnszone/b"])?;
+    let text = s.explain(&["dnszone/b"])?;
     ensure!(
         text.lines()
             .any(|l| l.starts_with("Next pass:      retry, in ")

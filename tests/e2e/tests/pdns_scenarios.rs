@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use kube::ResourceExt;
 use orchard_e2e::harness::{Harness, progressing_message};
 use orchard_e2e::pdns::{self, RECORD, ZONE};
 use orchard_e2e::scenario_set;
@@ -170,12 +171,7 @@ async fn another_controllers_finalizer_and_annotations_outlive_orchards_create_a
     // Orchard's finalizer joins and leaves the list another controller keeps, never writes
     // the list over; its writes leave other annotations alone.
     const OTHER: &str = "example.com/backup";
-    let team = |obj: &kube::api::DynamicObject| {
-        obj.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("team").cloned())
-    };
+    let team = |obj: &kube::api::DynamicObject| obj.annotations().get("team").cloned();
     let (mut h, pdns) = pdns::harness("other-finalizer").await?;
     let _host = h.start_host(&[])?;
     let zone = pdns::zone_name(&h, "shared");

@@ -18,7 +18,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use orchard_e2e::harness::{Harness, Host, HostSpec, has_condition};
 use orchard_e2e::oci::Workdir;
-use orchard_e2e::paths::{orchard_bin, plugin};
+use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, ZONE};
 use orchard_e2e::{TestEnv, free_port, plugins, poll_until, poll_until_every};
 use sha2::{Digest, Sha256};
@@ -34,21 +34,23 @@ fn now_nanos() -> u128 {
         .map_or(0, |d| d.as_nanos())
 }
 
-/// The bucket the host must give `namespace/name` (an oracle written from the docs: SHA-256
-/// of `group/kind/namespace/name`, first 8 bytes big-endian, modulo 256).
-fn expected_bucket(namespace: &str, name: &str) -> u16 {
-    let digest = Sha256::digest(format!("pdns.orchard.dev/DnsZone/{namespace}/{name}"));
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u16::try_from(u64::from_be_bytes(first) % 256).unwrap_or(u16::MAX)
-}
-
 /// The first 8 bytes of SHA-256, big-endian: the ring's hash (docs/sharding.md).
 fn ring_hash(text: &str) -> u64 {
     let digest = Sha256::digest(text);
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(first)
+}
+
+/// The bucket of the object `group/kind/namespace/name` (an oracle written from the docs:
+/// the ring's hash of that key, modulo 256).
+fn bucket_of(key: &str) -> u16 {
+    u16::try_from(ring_hash(key) % 256).unwrap_or(u16::MAX)
+}
+
+/// The bucket the host must give the zone `namespace/name`.
+fn expected_bucket(namespace: &str, name: &str) -> u16 {
+    bucket_of(&format!("pdns.orchard.dev/DnsZone/{namespace}/{name}"))
 }
 
 /// The holder of every bucket once the ring of `replicas` settled (an oracle written from the
@@ -69,12 +71,9 @@ fn settled_holders(replicas: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The bucket of a cluster-scoped Plugin (the same oracle: its namespace is empty).
+/// The bucket of a cluster-scoped Plugin (its namespace is empty).
 fn expected_plugin_bucket(name: &str) -> u16 {
-    let digest = Sha256::digest(format!("orchard.dev/Plugin//{name}"));
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u16::try_from(u64::from_be_bytes(first) % 256).unwrap_or(u16::MAX)
+    bucket_of(&format!("orchard.dev/Plugin//{name}"))
 }
 
 /// The bucket table: holder of each bucket (`""`: free).
@@ -438,29 +437,6 @@ async fn delete_every_zone(
     Ok(())
 }
 
-/// `orchard explain <zone> -o json` as a user runs it (the admin kubeconfig, no `--admin`).
-fn explain(s: &Harness, zone: &str) -> anyhow::Result<serde_json::Value> {
-    let out = std::process::Command::new(orchard_bin())
-        .args([
-            "explain",
-            &format!("dnszone/{zone}"),
-            "-n",
-            &s.ns,
-            "-o",
-            "json",
-        ])
-        .env("KUBECONFIG", &s.env.admin_kubeconfig)
-        .env_remove("ORCHARD_ADMIN_URL")
-        .output()
-        .context("running orchard explain")?;
-    ensure!(
-        out.status.success(),
-        "orchard explain {zone}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(serde_json::from_slice(&out.stdout)?)
-}
-
 /// Zones of the Plugin scenario: enough that both replicas hold some.
 const PLUGIN_ZONES: usize = 40;
 
@@ -636,7 +612,8 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
             .iter()
             .find(|z| holders[usize::from(expected_bucket(&s.ns, z))] == replica)
             .context("a zone of each replica")?;
-        let json = explain(&s, zone)?;
+        let json: serde_json::Value =
+            serde_json::from_str(&s.explain(&[&format!("dnszone/{zone}"), "-o", "json"])?)?;
         let hosts = json["hosts"].as_array().context("hosts")?;
         ensure!(
             hosts.len() == 2
