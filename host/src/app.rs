@@ -7,6 +7,9 @@
 //! 1. **admin** — bind the admin server (`/healthz`, `/readyz`, `/metrics`), when configured;
 //! 2. **load** — load every static plugin and call its `describe()`; a failure stops the host;
 //! 3. **connect** — the Kubernetes client (the one given, else KUBECONFIG / in-cluster);
+//!    a replica of a leader election or a shard ring that watches Plugins and serves the
+//!    conversion webhook starts loading every Plugin for conversions only
+//!    ([`crate::plugin::config::Role::Convert`]) until it serves them (phase 7 hands over);
 //! 4. **lead** — acquire the leader Lease, when configured (a shutdown while waiting ends
 //!    cleanly);
 //! 5. **announce** — this host's presence ([`crate::ops::presence`]): when another host
@@ -398,6 +401,13 @@ impl App {
             Some(client) => client,
             None => connect(config.api_timeout).await?,
         };
+        let served = Served {
+            client: &client,
+            runtime: &runtime,
+            plugins: &plugins,
+            webhook: webhook.as_ref(),
+        };
+        let converting = ConvertingHost::start(&config, &served, &health);
 
         if config.sharding.is_some() && config.leader_election.is_some() {
             return Err(Error::Unsupported(
@@ -461,36 +471,31 @@ impl App {
                     return outcome.map(drop).map_err(Error::from);
                 }
             };
-        let served = serve(
-            &config,
-            &client,
-            &runtime,
-            &plugins,
-            webhook.as_ref(),
-            &health,
-            shard,
-            leadership,
-            &shutdown,
+        let outcome = serve(
+            &config, &served, &health, shard, leadership, converting, &shutdown,
         )
         .await;
         presence.release().await;
-        served
+        outcome
     }
 }
 
 /// Phases 6–9 of the module docs, once this host may serve.
-#[allow(clippy::too_many_arguments)] // the state phases 1–5 built, handed on as is
 async fn serve(
     config: &AppConfig,
-    client: &kube::Client,
-    runtime: &Runtime,
-    plugins: &[(Arc<dyn Actuator>, Description)],
-    webhook: Option<&crate::crd::Webhook>,
+    served: &Served<'_>,
     health: &Arc<Health>,
     shard: Option<crate::shard::Shard>,
     mut leadership: Option<Leadership>,
+    converting: Option<ConvertingHost>,
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
+    let Served {
+        client,
+        runtime,
+        plugins,
+        webhook,
+    } = *served;
     // Phase 6: install.
     health.set_installing(true);
     if config.install_crds {
@@ -521,20 +526,14 @@ async fn serve(
     }
     if let Some(shard) = shard {
         health.set_installing(false);
-        let served = Served {
-            client,
-            runtime,
-            plugins,
-            webhook,
-        };
-        return serve_shards(shard, &served, config, &base, shutdown).await;
+        return serve_shards(shard, served, config, &base, converting, shutdown).await;
     }
     let stop = shutdown.child_token();
     let mut tasks = tokio::task::JoinSet::new();
     spawn_controllers(&mut tasks, client, plugins, &config.reconcile, &base, &stop);
     health.set_installing(false);
     if let Some(host_config) = plugin_host_config(config, runtime, webhook, &base, None) {
-        spawn_plugin_host(&mut tasks, client, host_config, plugins, &stop);
+        spawn_plugin_host(&mut tasks, client, host_config, plugins, converting, &stop).await;
     }
     tracing::info!(
         plugins = plugins.len(),
@@ -733,20 +732,28 @@ fn plugin_host_config(
         install_crds: config.install_crds,
         webhook: webhook.cloned(),
         shard,
+        role: crate::plugin::config::Role::Serve,
     })
 }
 
 /// Starts the Plugin host of `host_config` among `tasks`, until `stop`; the static `plugins`'
-/// kinds cannot be claimed by a Plugin.
-fn spawn_plugin_host(
+/// kinds cannot be claimed by a Plugin. It takes over from `converting`, which has ended when
+/// this returns.
+async fn spawn_plugin_host(
     tasks: &mut tokio::task::JoinSet<Result<(), crate::reconcile::Error>>,
     client: &kube::Client,
     host_config: crate::plugin::PluginHostConfig,
     plugins: &[(Arc<dyn Actuator>, Description)],
+    converting: Option<ConvertingHost>,
     stop: &CancellationToken,
 ) {
     let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
+    // Made first: from here on it holds readiness back until its Plugins are loaded, so the
+    // replica stays unready from the converting host's end until then.
     let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);
+    if let Some(converting) = converting {
+        converting.end().await;
+    }
     let stop = stop.clone();
     tasks.spawn(async move {
         host.run(stop).await;
@@ -754,7 +761,66 @@ fn spawn_plugin_host(
     });
 }
 
-/// What a host serves, as phases 1–6 made it.
+/// The Plugin host of a replica that does not serve Plugins yet — a standby of leader
+/// election, a replica of a shard ring before its first buckets — when it serves the
+/// conversion webhook: it loads every Plugin for conversions only
+/// ([`crate::plugin::config::Role::Convert`]), so that the webhook this replica serves
+/// through the Service converts their kinds too, until the serving Plugin host takes over
+/// (`spawn_plugin_host`). Dropped, it is aborted.
+struct ConvertingHost {
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ConvertingHost {
+    /// Starts it when this host needs one: Plugins watched, the webhook served, and a
+    /// phase 4 that may wait (a leader election, a shard ring).
+    fn start(config: &AppConfig, served: &Served<'_>, health: &Arc<Health>) -> Option<Self> {
+        let waits = config.leader_election.is_some() || config.sharding.is_some();
+        if !waits || served.webhook.is_none() {
+            return None;
+        }
+        let mut host_config = plugin_host_config(
+            config,
+            served.runtime,
+            served.webhook,
+            &config.reconcile.settings(health),
+            None,
+        )?;
+        host_config.role = crate::plugin::config::Role::Convert;
+        let statics: Vec<_> = served.plugins.iter().map(|(_, d)| d.clone()).collect();
+        let host = crate::plugin::PluginHost::new(served.client.clone(), host_config, &statics);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(host.run(stop.clone()));
+        tracing::info!("loading the Plugins for conversions until this replica serves them");
+        Some(Self {
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// Ends it: when this returns, none of its workers registers a conversion any more (the
+    /// serving host's registrations are never overwritten by an older load).
+    async fn end(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+            // Its outcome is the abort itself: nothing to report.
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ConvertingHost {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// What a host serves, as phases 1–3 made it.
 struct Served<'a> {
     client: &'a kube::Client,
     runtime: &'a Runtime,
@@ -779,6 +845,7 @@ async fn serve_shards(
     served: &Served<'_>,
     config: &AppConfig,
     base: &Settings,
+    mut converting: Option<ConvertingHost>,
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
     let Served {
@@ -836,7 +903,9 @@ async fn serve_shards(
             if let Some(host_config) =
                 plugin_host_config(config, runtime, webhook, &settings, Some(plugin_shard))
             {
-                spawn_plugin_host(&mut tasks, client, host_config, plugins, &stop);
+                let converting = converting.take();
+                spawn_plugin_host(&mut tasks, client, host_config, plugins, converting, &stop)
+                    .await;
             }
         }
         // Nothing outside `current` runs any more: the previous assignment drained fully.

@@ -9,6 +9,7 @@ pub mod presence;
 pub mod server;
 pub mod traces;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A Kubernetes object name from `text`: lower case, `[a-z0-9-.]`, at most 253 characters.
@@ -28,11 +29,14 @@ pub fn object_name(text: &str) -> String {
     name.trim_matches(['-', '.']).to_owned()
 }
 
-/// What `/readyz` reports: plugins loaded, not installing CRDs, every controller spawned
-/// started, and the caches of every running controller synced.
+/// What `/readyz` reports: plugins loaded (the Plugin objects a host listed at its start
+/// too, each loaded or failed once), not installing CRDs, every controller spawned started,
+/// and the caches of every running controller synced.
 #[derive(Debug, Default)]
 pub struct Health {
     plugins_loaded: AtomicBool,
+    /// Loads readiness waits for: one per [`Pending`] alive.
+    pending: AtomicUsize,
     installing: AtomicBool,
     controllers_expected: AtomicUsize,
     controllers_started: AtomicUsize,
@@ -43,6 +47,15 @@ impl Health {
     /// Every plugin is loaded and described.
     pub fn set_plugins_loaded(&self) {
         self.plugins_loaded.store(true, Ordering::SeqCst);
+    }
+
+    /// A load readiness waits for until the guard is dropped (a Plugin host's first list of
+    /// Plugins, then each Plugin of it until its first load ended, well or not): a replica
+    /// whose conversion webhook is called through a Service is ready only once it can
+    /// convert the kinds of the Plugins it found.
+    pub fn pending(self: &Arc<Self>) -> Pending {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        Pending(Arc::clone(self))
     }
 
     /// The host installs its CRDs and starts its controllers (not ready meanwhile: a client
@@ -79,15 +92,42 @@ impl Health {
     pub fn is_ready(&self) -> bool {
         let started = self.controllers_started.load(Ordering::SeqCst);
         self.plugins_loaded.load(Ordering::SeqCst)
+            && self.pending.load(Ordering::SeqCst) == 0
             && !self.installing.load(Ordering::SeqCst)
             && started >= self.controllers_expected.load(Ordering::SeqCst)
             && self.controllers_synced.load(Ordering::SeqCst) >= started
     }
 }
 
+/// A load `/readyz` waits for ([`Health::pending`]): done when dropped.
+#[derive(Debug)]
+pub struct Pending(Arc<Health>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::Health;
+
+    #[test]
+    fn the_host_is_not_ready_while_a_load_it_waits_for_is_pending() {
+        let health = Arc::new(Health::default());
+        health.set_plugins_loaded();
+        let listing = health.pending();
+        let (a, b) = (health.pending(), health.pending());
+        drop(listing);
+        assert!(!health.is_ready(), "two Plugins of the list not loaded yet");
+        drop(a);
+        assert!(!health.is_ready(), "one Plugin of the list not loaded yet");
+        drop(b);
+        assert!(health.is_ready());
+    }
 
     #[test]
     fn controllers_of_a_drained_assignment_that_never_started_or_synced_do_not_hold_readiness_back()

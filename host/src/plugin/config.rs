@@ -33,6 +33,26 @@ pub struct PluginHostConfig {
     pub webhook: Option<crate::crd::Webhook>,
     /// A sharded host's share of the Plugins' kinds (`--shard-ring`); `None`: all of them.
     pub shard: Option<PluginShard>,
+    /// What the host does with each Plugin it loads.
+    pub role: Role,
+}
+
+/// What a Plugin host does with the Plugins it loads.
+///
+/// Contract: every replica of a host serves the conversion webhook — the apiserver calls it
+/// through a Service, whichever replica leads or holds buckets — so every replica MUST load
+/// the Plugins whose kinds it may be asked to convert, serving them or not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Serve them: install each kind's CRD, run its controller, write the Plugin's status,
+    /// convert its objects.
+    #[default]
+    Serve,
+    /// Convert only: load each Plugin for the conversion webhook, nothing else — no CRD, no
+    /// controller, no status. A replica that does not serve yet (a standby of leader
+    /// election; a replica of a shard ring before its first buckets) runs such a host until
+    /// a serving one replaces it.
+    Convert,
 }
 
 /// What a replica of a shard ring needs to serve Plugins' kinds: every replica loads every

@@ -4,7 +4,10 @@
 //! - every Plugin the watch shows (matching the selector) MUST have exactly one worker;
 //! - a Plugin deleted — or gone from a re-list after the watch was down — MUST have its worker
 //!   stop serving (its objects, finalizers and external resources stay);
-//! - on shutdown every worker stops its kind's controller, letting reconciles in flight finish.
+//! - on shutdown every worker stops its kind's controller, letting reconciles in flight finish;
+//! - the host MUST hold `/readyz` back from its making until it has listed the Plugins, and
+//!   until each Plugin of that first list has been loaded once, well or not (a replica is
+//!   called for conversions as soon as it is ready).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use super::kind_claims::KindClaims;
 use super::worker::Worker;
 use crate::actuator::Description;
 use crate::oci::Registry;
+use crate::ops::Pending;
 
 /// Serves the kinds of `Plugin` objects.
 pub struct PluginHost {
@@ -30,6 +34,8 @@ pub struct PluginHost {
     config: Arc<PluginHostConfig>,
     registry: Arc<Registry>,
     claims: Arc<KindClaims>,
+    /// Readiness waits for the first list of Plugins from the host's making on.
+    listing: Pending,
 }
 
 /// The spec channel of one Plugin's worker (`None`: the Plugin is gone).
@@ -44,11 +50,13 @@ impl PluginHost {
                 .iter()
                 .map(|d| (crate::crd::crd_name(d), d.name.as_str())),
         );
+        let listing = config.settings.health.pending();
         Self {
             client,
             config: Arc::new(config),
             registry,
             claims: Arc::new(claims),
+            listing,
         }
     }
 
@@ -65,6 +73,8 @@ impl PluginHost {
         let mut workers: HashMap<String, SpecSender> = HashMap::new();
         let mut tasks = tokio::task::JoinSet::new();
         let mut listed: Option<HashSet<String>> = None;
+        // Until the first list is done, each Plugin in it holds readiness back until loaded.
+        let mut listing = Some(self.listing);
         // The workers' token: cancelled on shutdown, and when the watch itself ends.
         let stop = shutdown.child_token();
         loop {
@@ -80,7 +90,7 @@ impl PluginHost {
                 }
                 Some(Ok(event)) => event,
             };
-            let mut apply = |plugin: Plugin| {
+            let mut apply = |plugin: Plugin, first_load: Option<Pending>| {
                 let name = plugin.name_any();
                 let plugin = Some(Arc::new(plugin));
                 // A worker that ended (its Plugin was deleted) is replaced by a new one.
@@ -97,7 +107,7 @@ impl PluginHost {
                         Arc::clone(&self.claims),
                         stop.clone(),
                     );
-                    tasks.spawn(worker.run(rx));
+                    tasks.spawn(worker.run(rx, first_load));
                 }
             };
             match event {
@@ -106,9 +116,13 @@ impl PluginHost {
                     if let Some(listed) = listed.as_mut() {
                         listed.insert(plugin.name_any());
                     }
-                    apply(plugin);
+                    let first_load = listing
+                        .as_ref()
+                        .map(|_| self.config.settings.health.pending());
+                    apply(plugin, first_load);
                 }
                 Event::InitDone => {
+                    listing = None;
                     // A re-list: Plugins deleted while the watch was down are gone from it.
                     if let Some(listed) = listed.take() {
                         workers.retain(|name, tx| {
@@ -120,7 +134,7 @@ impl PluginHost {
                         });
                     }
                 }
-                Event::Apply(plugin) => apply(plugin),
+                Event::Apply(plugin) => apply(plugin, None),
                 Event::Delete(plugin) => {
                     // The worker stops serving and ends; a Plugin of the same name created
                     // later gets a new worker.

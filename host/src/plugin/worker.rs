@@ -18,7 +18,10 @@
 //!   replica of a shard ring, never runs beside it;
 //! - in a sharded host ([`PluginShard`](super::config::PluginShard)) the kind's controller
 //!   serves this replica's buckets, its objects are labelled with theirs, and only the
-//!   holder of the Plugin's own bucket writes its status.
+//!   holder of the Plugin's own bucket writes its status;
+//! - a host that only converts ([`Role::Convert`]) loads each version as above and registers
+//!   it for the conversion webhook, and MUST NOT touch the cluster otherwise: no CRD, no
+//!   controller, no status.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,14 +30,14 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::config::PluginHostConfig;
+use super::config::{PluginHostConfig, Role};
 use super::kind_claims::KindClaims;
 use super::status::{self, Report};
 use super::{Error, Plugin, PluginSpec};
 use crate::actuator::{Actuator, ActuatorSlot, Description};
 use crate::oci::verify::SignatureKey;
 use crate::oci::{self, Registry};
-use crate::ops::metrics;
+use crate::ops::{Pending, metrics};
 use crate::reconcile::machinery::backoff::Backoff;
 use crate::runtime::{EgressPolicy, Limits, PluginConfig};
 
@@ -52,6 +55,12 @@ struct Serving {
     /// The spec fields the loaded version depends on.
     spec_key: String,
     description: Description,
+    /// The kind's controller; `None` in a host that only converts.
+    controller: Option<Controller>,
+}
+
+/// The controller of a served version's kind.
+struct Controller {
     slot: Arc<ActuatorSlot>,
     /// Bumped after a swap: the kind's controller reconciles every object again.
     rerun: watch::Sender<u64>,
@@ -125,8 +134,13 @@ impl Worker {
     }
 
     /// Serves the Plugin `spec` says until it is `None` (deleted) or the host shuts down;
-    /// then stops the kind's controller, letting reconciles in flight finish.
-    pub async fn run(mut self, mut spec: watch::Receiver<Option<Arc<Plugin>>>) {
+    /// then stops the kind's controller, letting reconciles in flight finish. `first_load`
+    /// (readiness waiting for this Plugin) is dropped once its first load ended.
+    pub async fn run(
+        mut self,
+        mut spec: watch::Receiver<Option<Arc<Plugin>>>,
+        mut first_load: Option<Pending>,
+    ) {
         let backoff = Backoff::new(RETRY_MIN, RETRY_MAX);
         loop {
             let current = spec.borrow_and_update().clone();
@@ -148,6 +162,8 @@ impl Worker {
                     Some(backoff.next(&self.name))
                 }
             };
+            // The first load ended, well or not: readiness waits no longer for it.
+            drop(first_load.take());
             let wait = async {
                 match next {
                     Some(delay) => tokio::time::sleep(delay).await,
@@ -229,29 +245,44 @@ impl Worker {
         self.claims
             .claim(&crate::crd::crd_name(&description), &self.name)?;
 
-        // Phase 7: install (or validate) the kind's CRD.
-        crate::crd::ensure(
-            &self.client,
-            &description,
-            self.config.install_crds,
-            self.config.webhook.as_ref(),
-        )
-        .await?;
-        // Its conversions, from now on (the CRD names the webhook once it lists versions).
+        // Phase 7: install (or validate) the kind's CRD — a serving host's part.
+        let serves = self.config.role == Role::Serve;
+        if serves {
+            crate::crd::ensure(
+                &self.client,
+                &description,
+                self.config.install_crds,
+                self.config.webhook.as_ref(),
+            )
+            .await?;
+        }
+        // Its conversions, from now on (the CRD names the webhook once it lists versions) —
+        // unless the host is ending: a host that only converts ends when the serving one
+        // takes over, whose loads must not be overwritten by this older one (nothing awaits
+        // between this check and the registration).
+        if self.stop.is_cancelled() {
+            return Ok(());
+        }
         crate::conversion::registry().register(&description, Arc::clone(&actuator));
-        if self.config.install_crds {
+        if serves && self.config.install_crds {
             crate::crd::migrate::spawn(&self.client, &description);
         }
 
-        // Phase 8: serve — swap in place, or (re)start the kind's controller.
+        // Phase 8: serve — swap in place, or (re)start the kind's controller (none in a host
+        // that only converts).
         let shape = controller_shape(&description, spec);
         match self.serving.take() {
             Some(mut serving)
                 if controller_shape(&serving.description, spec) == shape
-                    && !serving.task.is_finished() =>
+                    && serving
+                        .controller
+                        .as_ref()
+                        .is_some_and(|c| !c.task.is_finished()) =>
             {
-                serving.slot.swap(actuator);
-                serving.rerun.send_modify(|n| *n += 1);
+                if let Some(controller) = &serving.controller {
+                    controller.slot.swap(actuator);
+                    controller.rerun.send_modify(|n| *n += 1);
+                }
                 tracing::info!(plugin = %self.name, from = %serving.digest, to = %digest, "plugin swapped");
                 serving.digest = digest;
                 serving.pinned = artifact.pinned;
@@ -267,14 +298,19 @@ impl Worker {
                         self.claims.release(&old, &self.name);
                     }
                 }
-                self.serving = Some(self.start(
-                    actuator,
-                    description,
-                    spec,
+                let controller = if serves {
+                    Some(self.start(actuator, &description, spec, &digest))
+                } else {
+                    tracing::info!(plugin = %self.name, kind = %description.kind, digest = %digest, "plugin loaded for conversions only");
+                    None
+                };
+                self.serving = Some(Serving {
                     digest,
-                    artifact.pinned,
+                    pinned: artifact.pinned,
                     spec_key,
-                ));
+                    description,
+                    controller,
+                });
             }
         }
         metrics::global().plugin_loaded(&self.name, &crate::runtime::egress::FAILURE_LABELS);
@@ -287,12 +323,10 @@ impl Worker {
     fn start(
         &self,
         actuator: Arc<dyn Actuator>,
-        description: Description,
+        description: &Description,
         spec: &PluginSpec,
-        digest: String,
-        pinned: String,
-        spec_key: String,
-    ) -> Serving {
+        digest: &str,
+    ) -> Controller {
         let slot = Arc::new(ActuatorSlot::new(actuator));
         let mut settings = self.config.settings.clone();
         if let Some(namespace) = &spec.namespace {
@@ -315,7 +349,7 @@ impl Worker {
             // The kind's objects carry their bucket, which the controllers' selector reads.
             tokio::spawn(crate::shard::label::run(
                 self.client.clone(),
-                crate::crd::api_resource(&description),
+                crate::crd::api_resource(description),
                 settings.namespace.clone(),
                 shard.assignment.clone(),
                 stop.clone(),
@@ -327,11 +361,7 @@ impl Worker {
             }
         });
         tracing::info!(plugin = %self.name, kind = %description.kind, digest = %digest, "plugin serving");
-        Serving {
-            digest,
-            pinned,
-            spec_key,
-            description,
+        Controller {
             slot,
             rerun,
             stop,
@@ -348,13 +378,15 @@ impl Worker {
         }
     }
 
-    /// Whether this host writes the Plugin's status: always, but in a shard ring only the
-    /// replica holding the Plugin's own bucket.
+    /// Whether this host writes the Plugin's status: a serving host does, but in a shard
+    /// ring only the replica holding the Plugin's own bucket.
     fn writes_status(&self) -> bool {
-        self.config
-            .shard
-            .as_ref()
-            .is_none_or(|shard| shard.writes_status(&self.name))
+        self.config.role == Role::Serve
+            && self
+                .config
+                .shard
+                .as_ref()
+                .is_none_or(|shard| shard.writes_status(&self.name))
     }
 
     /// Whose view a status message is: said in a shard ring, where each replica loads the
@@ -424,8 +456,10 @@ impl Serving {
 
     /// Stops the kind's controller, letting reconciles in flight finish.
     async fn shutdown(self) {
-        self.stop.cancel();
-        end_controller(self.task, DRAIN, &self.description.kind).await;
+        if let Some(controller) = self.controller {
+            controller.stop.cancel();
+            end_controller(controller.task, DRAIN, &self.description.kind).await;
+        }
     }
 }
 

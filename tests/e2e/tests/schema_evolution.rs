@@ -9,7 +9,8 @@
 //! And, with a fault fixture loaded from the registry as `Plugin` objects: a `convert` that
 //! traps fails the apiserver's request naming the plugin while the host serves on, and a
 //! `Plugin` upgrade that would drop a stored version is refused on the Plugin object with the
-//! old version still serving.
+//! old version still serving; and a standby replica of leader election — which the chart's
+//! Service sends conversions to as well — converts a Plugin's kind as soon as it is ready.
 //!
 //! The scenarios' plugin builds are on groups of their own (`evolution.pdns.orchard.dev`,
 //! `convertible.fixtures.orchard.dev`; `make rust-plugins`), so that the other suites'
@@ -22,7 +23,7 @@ use orchard_e2e::harness::{CONVERGE, Harness, HostSpec};
 use orchard_e2e::oci::Workdir;
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, zone_name};
-use orchard_e2e::{plugins, poll_until};
+use orchard_e2e::{free_port, plugins, poll_until};
 use serde_json::{Value, json};
 
 const GROUP: &str = "evolution.pdns.orchard.dev";
@@ -495,6 +496,165 @@ async fn a_trapping_convert_fails_one_request_and_a_plugin_upgrade_dropping_a_st
             &Patch::Merge(json!({"metadata": {"finalizers": null}})),
         )
         .await?;
+    crds::remove(&h.client, FAULTY_CRD).await?;
+    Ok(())
+}
+
+/// A directory with `tls.crt`, `tls.key` and `ca.crt` for `127.0.0.1`: what the chart mounts
+/// from one Secret in every replica, so that either replica's webhook is trusted by the one
+/// `caBundle` the CRD carries.
+fn shared_webhook_cert(dir: &std::path::Path) -> anyhow::Result<()> {
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate()?)?;
+    let key = rcgen::KeyPair::generate()?;
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])?.signed_by(&key, &ca)?;
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("tls.crt"), cert.pem())?;
+    std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
+    std::fs::write(dir.join("ca.crt"), ca.pem())?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standby_replica_converts_a_plugins_kind_as_soon_as_it_is_ready() -> anyhow::Result<()> {
+    let mut h = Harness::new(
+        "convert-standby",
+        HostSpec {
+            plugins: vec![],
+            kinds: vec![faulties_at("v1alpha1")],
+            allow_hosts: vec![],
+        },
+    )
+    .await?;
+    crds::remove(&h.client, FAULTY_CRD).await?;
+    let (wd_a, wd_b) = (
+        Workdir::new(&format!("convert-standby-a-{}", h.id))?,
+        Workdir::new(&format!("convert-standby-b-{}", h.id))?,
+    );
+    let certs = wd_a.path.join("webhook-cert");
+    shared_webhook_cert(&certs)?;
+    let certs = certs.display().to_string();
+    let (webhook_a, webhook_b, admin_b) = (free_port()?, free_port()?, free_port()?);
+    // The CRD names the standby's webhook: every conversion of the kind goes to it, as the
+    // chart's Service sends some of them to a standby.
+    let url = format!("https://127.0.0.1:{webhook_b}/convert");
+    let lease = format!("orchard-{}", h.id);
+    let replica = |instance: &str, webhook: u16, admin: Option<u16>| {
+        let mut env = vec![
+            ("ORCHARD_LEADER_ELECT", "true".to_owned()),
+            ("ORCHARD_LEASE_NAME", lease.clone()),
+            ("ORCHARD_INSTANCE", instance.to_owned()),
+            (
+                "ORCHARD_CONVERSION_WEBHOOK_ADDR",
+                format!("127.0.0.1:{webhook}"),
+            ),
+            ("ORCHARD_CONVERSION_WEBHOOK_URL", url.clone()),
+            ("ORCHARD_CONVERSION_WEBHOOK_CERT_DIR", certs.clone()),
+        ];
+        if let Some(admin) = admin {
+            env.push(("ORCHARD_ADMIN_ADDR", format!("127.0.0.1:{admin}")));
+        }
+        env
+    };
+    let env_a = replica("replica-a", webhook_a, None);
+    let env_a: Vec<(&str, &str)> = env_a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut a = plugins::start_watching_host(&mut h, &wd_a, &env_a)?;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(h.client.clone(), &h.ns);
+    let holder = || async {
+        Ok::<_, anyhow::Error>(
+            leases
+                .get_opt(&lease)
+                .await?
+                .and_then(|l| l.spec?.holder_identity),
+        )
+    };
+    poll_until(CONVERGE, "replica-a to lead", || async {
+        Ok((holder().await?.as_deref() == Some("replica-a")).then_some(()))
+    })
+    .await
+    .with_context(|| a.report())?;
+
+    // The leader serves the fixture at two versions (stored at v1beta1) from the registry.
+    let reference = wd_a.push(
+        &h.env,
+        &plugin("faulty-convertible-v1beta1"),
+        &format!("{}/e2e/faulty-standby-{}:v1beta1", h.env.registry, h.id),
+    )?;
+    let name = format!("faulty-standby-{}", h.id);
+    plugins::apply(&h, &name, json!({"reference": reference}), &[]).await?;
+    plugins::wait_ready(&h, &name, "True", "Serving")
+        .await
+        .with_context(|| a.report())?;
+
+    // The standby: ready only once it can convert the Plugin's kind.
+    let env_b = replica("replica-b", webhook_b, Some(admin_b));
+    let env_b: Vec<(&str, &str)> = env_b.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut b = plugins::start_watching_host(&mut h, &wd_b, &env_b)?;
+    let http = orchard_e2e::http()?;
+    poll_until(CONVERGE, "the standby's /readyz to answer 200", || async {
+        let ready = http
+            .get(format!("http://127.0.0.1:{admin_b}/readyz"))
+            .send()
+            .await
+            .ok()
+            .filter(|r| r.status().as_u16() == 200);
+        Ok(ready.map(drop))
+    })
+    .await
+    .with_context(|| b.report())?;
+
+    // At once, through the standby's webhook: an object written at v1alpha1 is stored at
+    // v1beta1, and read back at v1alpha1.
+    let (alpha, beta) = (
+        Api::<DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &faulties_at("v1alpha1")),
+        Api::<DynamicObject>::namespaced_with(h.client.clone(), &h.ns, &faulties_at("v1beta1")),
+    );
+    alpha
+        .patch(
+            "fine",
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(faulty("v1alpha1", "fine", &json!({"note": "kept"}))),
+        )
+        .await
+        .with_context(|| format!("a write converted by the standby\n{}", b.report()))?;
+    let stored = beta.get("fine").await?;
+    assert_eq!(stored.data["spec"]["resource"]["note"], "kept");
+    assert_eq!(stored.data["spec"]["resource"]["convertedTo"], "v1beta1");
+    let read = alpha.get("fine").await?;
+    assert_eq!(read.data["spec"]["resource"]["convertedTo"], "v1alpha1");
+    assert_eq!(
+        holder().await?.as_deref(),
+        Some("replica-a"),
+        "the standby converted without leading"
+    );
+    let log_b = std::fs::read_to_string(&b.log)?;
+    assert!(
+        log_b.contains("plugin loaded for conversions only") && !log_b.contains("plugin serving"),
+        "the standby loads the Plugin for conversions and serves nothing: {}",
+        b.report()
+    );
+    h.wait_ready("Faulty", "fine")
+        .await
+        .with_context(|| a.report())?;
+
+    // Clean up: the Plugin, both replicas, the object without its finalizer (the fixture's
+    // resource never goes away), the CRD.
+    plugins::api(&h)
+        .delete(&name, &DeleteParams::default())
+        .await?;
+    for host in [&mut a, &mut b] {
+        assert!(host.is_running(), "{}", host.report());
+        host.terminate()?;
+        host.wait_exit(CONVERGE).await?;
+    }
+    beta.patch(
+        "fine",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await?;
     crds::remove(&h.client, FAULTY_CRD).await?;
     Ok(())
 }
