@@ -372,9 +372,14 @@ impl Worker {
     async fn stop_serving(&mut self, why: &str) {
         if let Some(serving) = self.serving.take() {
             let kind = crate::crd::crd_name(&serving.description);
+            let served = serving.controller.is_some();
             serving.shutdown().await;
             self.claims.release(&kind, &self.name);
-            tracing::info!(plugin = %self.name, kind = %kind, why, "plugin stopped; objects and finalizers left in place");
+            if served {
+                tracing::info!(plugin = %self.name, kind = %kind, why, "plugin stopped; objects and finalizers left in place");
+            } else {
+                tracing::info!(plugin = %self.name, kind = %kind, why, "plugin unloaded (it converted only)");
+            }
         }
     }
 
