@@ -326,6 +326,10 @@ async fn a_zone_kind_gains_v1beta1_by_a_plugin_upgrade_converting_and_migrating_
 const FAULTY_GROUP: &str = "convertible.fixtures.orchard.dev";
 const FAULTY_CRD: &str = "faulties.convertible.fixtures.orchard.dev";
 
+/// The scenarios of the convertible fixture share its one CRD (each removes it first and
+/// names its own webhook in it): they take turns.
+static FAULTY_CRD_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn faulties_at(version: &str) -> ApiResource {
     ApiResource {
         group: FAULTY_GROUP.into(),
@@ -368,6 +372,7 @@ async fn a_trapping_convert_fails_one_request_and_a_plugin_upgrade_dropping_a_st
         },
     )
     .await?;
+    let _turn = FAULTY_CRD_TURN.lock().await;
     crds::remove(&h.client, FAULTY_CRD).await?;
     let wd = Workdir::new(&format!("convert-trap-{}", h.id))?;
     let mut host = plugins::start_watching_host(&mut h, &wd, &[WEBHOOK])?;
@@ -527,6 +532,7 @@ async fn a_standby_replica_converts_a_plugins_kind_as_soon_as_it_is_ready() -> a
         },
     )
     .await?;
+    let _turn = FAULTY_CRD_TURN.lock().await;
     crds::remove(&h.client, FAULTY_CRD).await?;
     let (wd_a, wd_b) = (
         Workdir::new(&format!("convert-standby-a-{}", h.id))?,
