@@ -401,11 +401,13 @@ impl App {
             Some(client) => client,
             None => connect(config.api_timeout).await?,
         };
+        let kept = crate::plugin::kept::KeptVersions::default();
         let served = Served {
             client: &client,
             runtime: &runtime,
             plugins: &plugins,
             webhook: webhook.as_ref(),
+            kept: &kept,
         };
         let converting = ConvertingHost::start(&config, &served, &health);
 
@@ -492,9 +494,9 @@ async fn serve(
 ) -> Result<(), Error> {
     let Served {
         client,
-        runtime,
         plugins,
         webhook,
+        ..
     } = *served;
     // Phase 6: install.
     health.set_installing(true);
@@ -532,7 +534,7 @@ async fn serve(
     let mut tasks = tokio::task::JoinSet::new();
     spawn_controllers(&mut tasks, client, plugins, &config.reconcile, &base, &stop);
     health.set_installing(false);
-    if let Some(host_config) = plugin_host_config(config, runtime, webhook, &base, None) {
+    if let Some(host_config) = plugin_host_config(config, served, &base, None) {
         spawn_plugin_host(&mut tasks, client, host_config, plugins, converting, &stop).await;
     }
     tracing::info!(
@@ -707,14 +709,13 @@ async fn join_all(
 /// `settings` (the host's own, or one assignment's in a shard ring, with `shard`).
 fn plugin_host_config(
     config: &AppConfig,
-    runtime: &Runtime,
-    webhook: Option<&crate::crd::Webhook>,
+    served: &Served<'_>,
     settings: &Settings,
     shard: Option<crate::plugin::config::PluginShard>,
 ) -> Option<crate::plugin::PluginHostConfig> {
     let objects = config.plugin_objects.as_ref()?;
     Some(crate::plugin::PluginHostConfig {
-        runtime: runtime.clone(),
+        runtime: served.runtime.clone(),
         registry: crate::oci::RegistryOptions {
             insecure: objects.insecure_registries.clone(),
             cache_dir: objects.oci_cache_dir.clone(),
@@ -730,9 +731,10 @@ fn plugin_host_config(
         poll_interval: objects.poll_interval.max(Duration::from_secs(1)),
         selector: objects.selector.clone(),
         install_crds: config.install_crds,
-        webhook: webhook.cloned(),
+        webhook: served.webhook.cloned(),
         shard,
         role: crate::plugin::config::Role::Serve,
+        kept: served.kept.clone(),
     })
 }
 
@@ -780,13 +782,8 @@ impl ConvertingHost {
         if !waits || served.webhook.is_none() {
             return None;
         }
-        let mut host_config = plugin_host_config(
-            config,
-            served.runtime,
-            served.webhook,
-            &config.reconcile.settings(health),
-            None,
-        )?;
+        let mut host_config =
+            plugin_host_config(config, served, &config.reconcile.settings(health), None)?;
         host_config.role = crate::plugin::config::Role::Convert;
         let statics: Vec<_> = served.plugins.iter().map(|(_, d)| d.clone()).collect();
         let host = crate::plugin::PluginHost::new(served.client.clone(), host_config, &statics);
@@ -826,6 +823,8 @@ struct Served<'a> {
     runtime: &'a Runtime,
     plugins: &'a [(Arc<dyn Actuator>, Description)],
     webhook: Option<&'a crate::crd::Webhook>,
+    /// The versions of Plugins this replica loaded, for each Plugin host it starts.
+    kept: &'a crate::plugin::kept::KeptVersions,
 }
 
 /// What ends one assignment of a sharded host.
@@ -849,10 +848,7 @@ async fn serve_shards(
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
     let Served {
-        client,
-        runtime,
-        plugins,
-        webhook,
+        client, plugins, ..
     } = *served;
     let mut assignment = shard.assignment();
     // The labellers run across assignments: they follow the assignment themselves.
@@ -901,7 +897,7 @@ async fn serve_shards(
                 instance: config.reconcile.instance.clone(),
             };
             if let Some(host_config) =
-                plugin_host_config(config, runtime, webhook, &settings, Some(plugin_shard))
+                plugin_host_config(config, served, &settings, Some(plugin_shard))
             {
                 let converting = converting.take();
                 spawn_plugin_host(&mut tasks, client, host_config, plugins, converting, &stop)

@@ -35,6 +35,8 @@ pub struct PluginHostConfig {
     pub shard: Option<PluginShard>,
     /// What the host does with each Plugin it loads.
     pub role: Role,
+    /// The versions this replica loaded, kept across its Plugin hosts.
+    pub kept: super::kept::KeptVersions,
 }
 
 /// What a Plugin host does with the Plugins it loads.

@@ -8,11 +8,13 @@
 //! - [`pull_secret`]: registry credentials from a Plugin's pull Secret;
 //! - [`status`]: the Plugin's `Ready` condition, digest and kinds;
 //! - [`config`]: the host-wide settings every worker shares;
+//! - [`kept`]: the versions a replica loaded, kept across its Plugin hosts;
 //! - `error`: why a version is not served (its reason is the condition's).
 
 pub mod config;
 mod error;
 pub mod host;
+pub mod kept;
 pub mod kind_claims;
 pub mod pull_secret;
 pub mod status;

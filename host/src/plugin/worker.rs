@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{PluginHostConfig, Role};
+use super::kept::Version;
 use super::kind_claims::KindClaims;
 use super::status::{self, Report};
 use super::{Error, Plugin, PluginSpec};
@@ -146,6 +147,7 @@ impl Worker {
             let current = spec.borrow_and_update().clone();
             let Some(plugin) = current else {
                 self.stop_serving("the Plugin was deleted").await;
+                self.config.kept.forget(&self.name);
                 return;
             };
             let next = match self.sync(&plugin).await {
@@ -200,13 +202,32 @@ impl Worker {
             super::pull_secret::credentials(&self.client, plugin, &self.config.host_namespace)
                 .await?;
 
-        // Phase 2: resolve the reference to a manifest digest.
-        let digest = self.registry.resolve(reference, &auth).await?;
+        // Phase 2: resolve the reference to a manifest digest. A worker serving nothing yet
+        // whose replica loaded this Plugin before (an earlier Plugin host of a shard ring, a
+        // converting host) serves that version while the registry cannot be reached, as a
+        // single host keeps its loaded version through an outage; the resolve is retried.
+        let kept = self.config.kept.get(&self.name, reference, &spec_key);
+        let digest = match self.registry.resolve(reference, &auth).await {
+            Ok(digest) => digest,
+            Err(e) => {
+                if self.serving.is_none()
+                    && let Some(kept) = kept
+                {
+                    tracing::warn!(plugin = %self.name, error = %e, digest = %kept.digest, "the registry cannot be reached: serving the version this replica loaded before");
+                    self.serve(plugin, reference, kept).await?;
+                }
+                return Err(e.into());
+            }
+        };
         if let Some(serving) = &self.serving
             && serving.digest == digest
             && serving.spec_key == spec_key
         {
             return self.report_ready(plugin).await;
+        }
+        // The version this replica loaded before: no pull, no signature check, no compile.
+        if let Some(kept) = kept.filter(|k| k.digest == digest) {
+            return self.serve(plugin, reference, kept).await;
         }
 
         // Phase 3: pull (every digest verified; cached by digest).
@@ -238,7 +259,29 @@ impl Worker {
             .await
             .map_err(Error::LoadTask)?
             .map_err(Error::Load)?;
-        let actuator: Arc<dyn Actuator> = Arc::new(actuator);
+        let version = Version {
+            digest,
+            pinned: artifact.pinned,
+            spec_key,
+            actuator: Arc::new(actuator),
+        };
+        self.serve(plugin, reference, version).await
+    }
+
+    /// Phases 6–9 of [`Worker::sync`]: serves `version`, loaded from `reference`.
+    async fn serve(
+        &mut self,
+        plugin: &Plugin,
+        reference: &str,
+        version: Version,
+    ) -> Result<(), Error> {
+        let spec = &plugin.spec;
+        let Version {
+            digest,
+            pinned,
+            spec_key,
+            actuator,
+        } = version.clone();
 
         // Phase 6: describe, and claim the kind.
         let description = actuator.describe().await.map_err(Error::Describe)?;
@@ -285,7 +328,7 @@ impl Worker {
                 }
                 tracing::info!(plugin = %self.name, from = %serving.digest, to = %digest, "plugin swapped");
                 serving.digest = digest;
-                serving.pinned = artifact.pinned;
+                serving.pinned = pinned;
                 serving.spec_key = spec_key;
                 serving.description = description;
                 self.serving = Some(serving);
@@ -306,13 +349,14 @@ impl Worker {
                 };
                 self.serving = Some(Serving {
                     digest,
-                    pinned: artifact.pinned,
+                    pinned,
                     spec_key,
                     description,
                     controller,
                 });
             }
         }
+        self.config.kept.keep(&self.name, reference, version);
         metrics::global().plugin_loaded(&self.name, &crate::runtime::egress::FAILURE_LABELS);
 
         // Phase 9: report.

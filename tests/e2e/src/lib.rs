@@ -26,6 +26,7 @@ pub mod oci;
 pub mod paths;
 pub mod pdns;
 pub mod plugins;
+pub mod proxy;
 pub mod rabbitmq;
 pub mod scenarios;
 

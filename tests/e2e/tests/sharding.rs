@@ -3,7 +3,9 @@
 //! its Lease expires; every zone becomes Available, exists exactly once in PowerDNS, and no
 //! zone is ever reconciled by two replicas at once (proved from the hosts' pass traces).
 //! And two replicas serving a Plugin from the real registry (signed with cosign): each its
-//! share of the kind, one writer of the Plugin's status, a new digest swapped in by both.
+//! share of the kind, one writer of the Plugin's status, a new digest swapped in by both; and
+//! a replica that takes the buckets of one that left while the registry cannot be reached,
+//! serving the Plugin's kind over all of them with the version it loaded before.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -16,7 +18,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
-use orchard_e2e::harness::{Harness, Host, HostSpec, has_condition};
+use orchard_e2e::harness::{CONVERGE, Harness, Host, HostSpec, has_condition};
 use orchard_e2e::oci::Workdir;
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, ZONE};
@@ -664,6 +666,158 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
     }
 
     // Phase 6: deleted through both replicas; nothing left in PowerDNS.
+    let suffix = format!(".{}.test.", s.id);
+    delete_every_zone(&zones, &pdns, &suffix, Duration::from_mins(2))
+        .await
+        .with_context(|| reports(&hosts))?;
+    plugins::api(&s)
+        .delete(&name, &DeleteParams::default())
+        .await?;
+    drop(hosts);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_with_the_plugin_it_loaded()
+-> anyhow::Result<()> {
+    let spec = HostSpec {
+        plugins: vec![],
+        kinds: vec![pdns::zone_resource()],
+        allow_hosts: vec![],
+    };
+    let mut s = Harness::new("shard-outage", spec).await?;
+    let env = s.env.clone();
+    pdns::create_secret(&s, "pdns").await?;
+    let pdns = pdns::Api::new(&env)?;
+    let wd = Workdir::new(&format!("shard-outage-{}", s.id))?;
+    // The registry as the replicas reach it: through a proxy the scenario cuts. By tag, so
+    // each Plugin host of a replica resolves it again.
+    let proxy = orchard_e2e::proxy::Proxy::start(&env.registry).await?;
+    let path = format!("e2e/pdns-zone-outage-{}:v1", s.id);
+    wd.push(
+        &env,
+        &plugin("pdns-zone"),
+        &format!("{}/{path}", env.registry),
+    )?;
+    let reference = format!("{}/{path}", proxy.addr);
+
+    // Two replicas of one ring serve the Plugin, each its share.
+    let ring = format!("o{}", s.id).to_ascii_lowercase().replace('_', "-");
+    let lease_seconds = LEASE_SECONDS.to_string();
+    let insecure = format!("{},{}", env.registry, proxy.addr);
+    let replicas = ["outage-a", "outage-b"];
+    let mut hosts = Vec::new();
+    for name in replicas {
+        let cache = wd
+            .path
+            .join(format!("oci-cache-{name}"))
+            .display()
+            .to_string();
+        let env = [
+            ("ORCHARD_SHARD_RING", ring.as_str()),
+            ("ORCHARD_LEASE_SECONDS", lease_seconds.as_str()),
+            ("ORCHARD_INSTANCE", name),
+            ("ORCHARD_OCI_CACHE_DIR", cache.as_str()),
+            ("ORCHARD_INSECURE_REGISTRIES", insecure.as_str()),
+        ];
+        hosts.push(plugins::start_watching_host(&mut s, &wd, &env)?);
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.ns);
+    let settled = |holders: Vec<String>| {
+        let (maps, ring) = (maps.clone(), ring.clone());
+        move || {
+            let (maps, ring, holders) = (maps.clone(), ring.clone(), holders.clone());
+            async move { Ok((table(&maps, &ring).await?.as_ref() == Some(&holders)).then_some(())) }
+        }
+    };
+    poll_until(
+        Duration::from_mins(1),
+        "the ring of both replicas settled",
+        settled(settled_holders(&replicas)),
+    )
+    .await
+    .with_context(|| reports(&hosts))?;
+    let name = format!("zones-{}", s.id);
+    plugins::apply(
+        &s,
+        &name,
+        serde_json::json!({"reference": reference}),
+        &[&env.pdns_api_url],
+    )
+    .await?;
+    plugins::wait_ready(&s, &name, "True", "Serving")
+        .await
+        .with_context(|| reports(&hosts))?;
+    s.wait_kinds().await?;
+    let zones = s.api(ZONE);
+    let create = |range: std::ops::Range<usize>| {
+        let (zones, s_ns, id) = (zones.clone(), s.ns.clone(), s.id.clone());
+        async move {
+            for i in range {
+                let obj = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "pdns.orchard.dev/v1alpha1",
+                    "kind": "DnsZone",
+                    "metadata": {"name": format!("o{i}"), "namespace": s_ns},
+                    "spec": {
+                        "credentialsRef": {"secretName": "pdns"},
+                        "resource": {"name": format!("o{i}.{id}.test.")},
+                    },
+                }))?;
+                zones.create(&PostParams::default(), &obj).await?;
+            }
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+    let all_available = |n: usize| {
+        let zones = zones.clone();
+        move || {
+            let zones = zones.clone();
+            async move {
+                let list = zones.list(&ListParams::default()).await?;
+                let available = list
+                    .items
+                    .iter()
+                    .filter(|z| has_condition(z, "Available", "True", None))
+                    .count();
+                Ok((available == n).then_some(()))
+            }
+        }
+    };
+    create(0..20).await?;
+    poll_until(CONVERGE, "the first 20 zones Available", all_available(20))
+        .await
+        .with_context(|| reports(&hosts))?;
+
+    // The registry goes away; then outage-b leaves and outage-a takes every bucket — its
+    // Plugin host of the new assignment cannot resolve the Plugin's tag.
+    proxy.cut().await;
+    let mut b = hosts.pop().context("two replicas")?;
+    b.terminate()?;
+    b.wait_exit(CONVERGE).await?;
+    poll_until(
+        Duration::from_mins(1),
+        "outage-a to hold every bucket",
+        settled(settled_holders(&["outage-a"])),
+    )
+    .await
+    .with_context(|| reports(&hosts))?;
+
+    // Zones of every bucket, half of them outage-b's before, become Available through
+    // outage-a, on the version it loaded before the outage.
+    create(20..40).await?;
+    poll_until(CONVERGE, "all 40 zones Available", all_available(40))
+        .await
+        .with_context(|| reports(&hosts))?;
+    let log = std::fs::read_to_string(&hosts[0].log)?;
+    assert!(
+        log.contains(
+            "the registry cannot be reached: serving the version this replica loaded before"
+        ),
+        "{}",
+        reports(&hosts)
+    );
+    hosts[0].ensure_running()?;
+
     let suffix = format!(".{}.test.", s.id);
     delete_every_zone(&zones, &pdns, &suffix, Duration::from_mins(2))
         .await
