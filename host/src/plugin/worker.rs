@@ -213,7 +213,7 @@ impl Worker {
                 if self.serving.is_none()
                     && let Some(kept) = kept
                 {
-                    tracing::warn!(plugin = %self.name, error = %e, digest = %kept.digest, "the registry cannot be reached: serving the version this replica loaded before");
+                    tracing::warn!(plugin = %self.name, error = %e, digest = %kept.digest, "the reference could not be resolved: serving the version this replica loaded before");
                     self.serve(plugin, reference, kept).await?;
                 }
                 return Err(e.into());

@@ -811,7 +811,7 @@ async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_wi
     let log = std::fs::read_to_string(&hosts[0].log)?;
     assert!(
         log.contains(
-            "the registry cannot be reached: serving the version this replica loaded before"
+            "the reference could not be resolved: serving the version this replica loaded before"
         ),
         "{}",
         reports(&hosts)
