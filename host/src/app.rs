@@ -7,9 +7,9 @@
 //! 1. **admin** — bind the admin server (`/healthz`, `/readyz`, `/metrics`), when configured;
 //! 2. **load** — load every static plugin and call its `describe()`; a failure stops the host;
 //! 3. **connect** — the Kubernetes client (the one given, else KUBECONFIG / in-cluster);
-//!    a replica of a leader election or a shard ring that watches Plugins and serves the
-//!    conversion webhook starts loading every Plugin for conversions only
-//!    ([`crate::plugin::config::Role::Convert`]) until it serves them (phase 7 hands over);
+//!    a replica of a leader election or a shard ring that watches Plugins starts loading
+//!    them, standing by ([`crate::plugin::config::Role::Standby`]: converting their kinds,
+//!    ready to take over) until it serves them (phase 7 hands over);
 //! 4. **lead** — acquire the leader Lease, when configured (a shutdown while waiting ends
 //!    cleanly);
 //! 5. **announce** — this host's presence ([`crate::ops::presence`]): when another host
@@ -409,7 +409,7 @@ impl App {
             webhook: webhook.as_ref(),
             kept: &kept,
         };
-        let converting = ConvertingHost::start(&config, &served, &health);
+        let standby = StandbyHost::start(&config, &served, &health);
 
         if config.sharding.is_some() && config.leader_election.is_some() {
             return Err(Error::Unsupported(
@@ -474,7 +474,7 @@ impl App {
                 }
             };
         let outcome = serve(
-            &config, &served, &health, shard, leadership, converting, &shutdown,
+            &config, &served, &health, shard, leadership, standby, &shutdown,
         )
         .await;
         presence.release().await;
@@ -489,7 +489,7 @@ async fn serve(
     health: &Arc<Health>,
     shard: Option<crate::shard::Shard>,
     mut leadership: Option<Leadership>,
-    converting: Option<ConvertingHost>,
+    standby: Option<StandbyHost>,
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
     let Served {
@@ -528,14 +528,14 @@ async fn serve(
     }
     if let Some(shard) = shard {
         health.set_installing(false);
-        return serve_shards(shard, served, config, &base, converting, shutdown).await;
+        return serve_shards(shard, served, config, &base, standby, shutdown).await;
     }
     let stop = shutdown.child_token();
     let mut tasks = tokio::task::JoinSet::new();
     spawn_controllers(&mut tasks, client, plugins, &config.reconcile, &base, &stop);
     health.set_installing(false);
     if let Some(host_config) = plugin_host_config(config, served, &base, None) {
-        spawn_plugin_host(&mut tasks, client, host_config, plugins, converting, &stop).await;
+        spawn_plugin_host(&mut tasks, client, host_config, plugins, standby, &stop).await;
     }
     tracing::info!(
         plugins = plugins.len(),
@@ -739,22 +739,22 @@ fn plugin_host_config(
 }
 
 /// Starts the Plugin host of `host_config` among `tasks`, until `stop`; the static `plugins`'
-/// kinds cannot be claimed by a Plugin. It takes over from `converting`, which has ended when
+/// kinds cannot be claimed by a Plugin. It takes over from `standby`, which has ended when
 /// this returns.
 async fn spawn_plugin_host(
     tasks: &mut tokio::task::JoinSet<Result<(), crate::reconcile::Error>>,
     client: &kube::Client,
     host_config: crate::plugin::PluginHostConfig,
     plugins: &[(Arc<dyn Actuator>, Description)],
-    converting: Option<ConvertingHost>,
+    standby: Option<StandbyHost>,
     stop: &CancellationToken,
 ) {
     let statics: Vec<_> = plugins.iter().map(|(_, d)| d.clone()).collect();
     // Made first: from here on it holds readiness back until its Plugins are loaded, so the
-    // replica stays unready from the converting host's end until then.
+    // replica stays unready from the standby host's end until then.
     let host = crate::plugin::PluginHost::new(client.clone(), host_config, &statics);
-    if let Some(converting) = converting {
-        converting.end().await;
+    if let Some(standby) = standby {
+        standby.end().await;
     }
     let stop = stop.clone();
     tasks.spawn(async move {
@@ -764,32 +764,31 @@ async fn spawn_plugin_host(
 }
 
 /// The Plugin host of a replica that does not serve Plugins yet — a standby of leader
-/// election, a replica of a shard ring before its first buckets — when it serves the
-/// conversion webhook: it loads every Plugin for conversions only
-/// ([`crate::plugin::config::Role::Convert`]), so that the webhook this replica serves
-/// through the Service converts their kinds too, until the serving Plugin host takes over
-/// (`spawn_plugin_host`). Dropped, it is aborted.
-struct ConvertingHost {
+/// election, a replica of a shard ring before its first buckets: it loads every Plugin and
+/// keeps it loaded ([`crate::plugin::config::Role::Standby`]), so that the conversion
+/// webhook this replica serves through the Service converts their kinds too, and so that
+/// the serving Plugin host that takes over (`spawn_plugin_host`) needs no pull, no compile
+/// and no registry at all to serve them. Dropped, it is aborted.
+struct StandbyHost {
     stop: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl ConvertingHost {
-    /// Starts it when this host needs one: Plugins watched, the webhook served, and a
-    /// phase 4 that may wait (a leader election, a shard ring).
+impl StandbyHost {
+    /// Starts it when this host needs one: Plugins watched, and a phase 4 that may wait (a
+    /// leader election, a shard ring).
     fn start(config: &AppConfig, served: &Served<'_>, health: &Arc<Health>) -> Option<Self> {
-        let waits = config.leader_election.is_some() || config.sharding.is_some();
-        if !waits || served.webhook.is_none() {
+        if config.leader_election.is_none() && config.sharding.is_none() {
             return None;
         }
         let mut host_config =
             plugin_host_config(config, served, &config.reconcile.settings(health), None)?;
-        host_config.role = crate::plugin::config::Role::Convert;
+        host_config.role = crate::plugin::config::Role::Standby;
         let statics: Vec<_> = served.plugins.iter().map(|(_, d)| d.clone()).collect();
         let host = crate::plugin::PluginHost::new(served.client.clone(), host_config, &statics);
         let stop = CancellationToken::new();
         let task = tokio::spawn(host.run(stop.clone()));
-        tracing::info!("loading the Plugins for conversions until this replica serves them");
+        tracing::info!("loading the Plugins, standing by until this replica serves them");
         Some(Self {
             stop,
             task: Some(task),
@@ -808,7 +807,7 @@ impl ConvertingHost {
     }
 }
 
-impl Drop for ConvertingHost {
+impl Drop for StandbyHost {
     fn drop(&mut self) {
         self.stop.cancel();
         if let Some(task) = &self.task {
@@ -844,7 +843,7 @@ async fn serve_shards(
     served: &Served<'_>,
     config: &AppConfig,
     base: &Settings,
-    mut converting: Option<ConvertingHost>,
+    mut standby: Option<StandbyHost>,
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
     let Served {
@@ -899,9 +898,8 @@ async fn serve_shards(
             if let Some(host_config) =
                 plugin_host_config(config, served, &settings, Some(plugin_shard))
             {
-                let converting = converting.take();
-                spawn_plugin_host(&mut tasks, client, host_config, plugins, converting, &stop)
-                    .await;
+                let standby = standby.take();
+                spawn_plugin_host(&mut tasks, client, host_config, plugins, standby, &stop).await;
             }
         }
         // Nothing outside `current` runs any more: the previous assignment drained fully.

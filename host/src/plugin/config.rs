@@ -43,18 +43,20 @@ pub struct PluginHostConfig {
 ///
 /// Contract: every replica of a host serves the conversion webhook — the apiserver calls it
 /// through a Service, whichever replica leads or holds buckets — so every replica MUST load
-/// the Plugins whose kinds it may be asked to convert, serving them or not.
+/// the Plugins whose kinds it may be asked to convert, serving them or not; and a replica
+/// that may take over SHOULD hold them loaded already, so that it takes over without a
+/// pull or a compile, and while the registry cannot be reached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
     /// Serve them: install each kind's CRD, run its controller, write the Plugin's status,
     /// convert its objects.
     #[default]
     Serve,
-    /// Convert only: load each Plugin for the conversion webhook, nothing else — no CRD, no
-    /// controller, no status. A replica that does not serve yet (a standby of leader
-    /// election; a replica of a shard ring before its first buckets) runs such a host until
-    /// a serving one replaces it.
-    Convert,
+    /// Stand by: load each Plugin, keep it loaded ([`super::kept`]) and convert its kind's
+    /// objects, nothing else — no CRD, no controller, no status. A replica that does not
+    /// serve yet (a standby of leader election; a replica of a shard ring before its first
+    /// buckets) runs such a host until a serving one replaces it.
+    Standby,
 }
 
 /// What a replica of a shard ring needs to serve Plugins' kinds: every replica loads every

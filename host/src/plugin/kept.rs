@@ -1,5 +1,5 @@
 //! The versions of Plugins a replica loaded, kept across its Plugin hosts: a shard ring starts
-//! a Plugin host per assignment, and a converting host hands over to a serving one
+//! a Plugin host per assignment, and a standby host hands over to a serving one
 //! ([`super::config::Role`]). A leaf, shared by the host's configuration and the workers.
 //!
 //! Contract:

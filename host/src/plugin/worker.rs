@@ -19,7 +19,7 @@
 //! - in a sharded host ([`PluginShard`](super::config::PluginShard)) the kind's controller
 //!   serves this replica's buckets, its objects are labelled with theirs, and only the
 //!   holder of the Plugin's own bucket writes its status;
-//! - a host that only converts ([`Role::Convert`]) loads each version as above and registers
+//! - a standby host ([`Role::Standby`]) loads each version as above, keeps it and registers
 //!   it for the conversion webhook, and MUST NOT touch the cluster otherwise: no CRD, no
 //!   controller, no status.
 
@@ -56,7 +56,7 @@ struct Serving {
     /// The spec fields the loaded version depends on.
     spec_key: String,
     description: Description,
-    /// The kind's controller; `None` in a host that only converts.
+    /// The kind's controller; `None` in a standby host.
     controller: Option<Controller>,
 }
 
@@ -204,7 +204,7 @@ impl Worker {
 
         // Phase 2: resolve the reference to a manifest digest. A worker serving nothing yet
         // whose replica loaded this Plugin before (an earlier Plugin host of a shard ring, a
-        // converting host) serves that version while the registry cannot be reached, as a
+        // standby host) serves that version while the registry cannot be reached, as a
         // single host keeps its loaded version through an outage; the resolve is retried.
         let kept = self.config.kept.get(&self.name, reference, &spec_key);
         let digest = match self.registry.resolve(reference, &auth).await {
@@ -300,9 +300,9 @@ impl Worker {
             .await?;
         }
         // Its conversions, from now on (the CRD names the webhook once it lists versions) —
-        // unless the host is ending: a host that only converts ends when the serving one
-        // takes over, whose loads must not be overwritten by this older one (nothing awaits
-        // between this check and the registration).
+        // unless the host is ending: a standby host ends when the serving one takes over,
+        // whose loads must not be overwritten by this older one (nothing awaits between this
+        // check and the registration).
         if self.stop.is_cancelled() {
             return Ok(());
         }
@@ -311,8 +311,8 @@ impl Worker {
             crate::crd::migrate::spawn(&self.client, &description);
         }
 
-        // Phase 8: serve — swap in place, or (re)start the kind's controller (none in a host
-        // that only converts).
+        // Phase 8: serve — swap in place, or (re)start the kind's controller (none in a
+        // standby host).
         let shape = controller_shape(&description, spec);
         match self.serving.take() {
             Some(mut serving)
@@ -344,7 +344,7 @@ impl Worker {
                 let controller = if serves {
                     Some(self.start(actuator, &description, spec, &digest))
                 } else {
-                    tracing::info!(plugin = %self.name, kind = %description.kind, digest = %digest, "plugin loaded for conversions only");
+                    tracing::info!(plugin = %self.name, kind = %description.kind, digest = %digest, "plugin loaded, standing by (converting only)");
                     None
                 };
                 self.serving = Some(Serving {
@@ -422,7 +422,7 @@ impl Worker {
             if served {
                 tracing::info!(plugin = %self.name, kind = %kind, why, "plugin stopped; objects and finalizers left in place");
             } else {
-                tracing::info!(plugin = %self.name, kind = %kind, why, "plugin unloaded (it converted only)");
+                tracing::info!(plugin = %self.name, kind = %kind, why, "plugin unloaded (it stood by)");
             }
         }
     }

@@ -2,8 +2,11 @@
 //! the real registry, apiserver, PowerDNS and cosign: a Plugin brings the PowerDNS zone kind to
 //! life, a new digest swaps the plugin without a restart, bad versions (tampered, unsigned) are
 //! refused while the good one keeps serving, deleting the Plugin stops reconciliation and
-//! leaves objects for when it returns; a pull Secret opens a private registry.
+//! leaves objects for when it returns; a pull Secret opens a private registry; and a standby
+//! of leader election, which loaded the Plugin while it stood by, takes over and serves its
+//! kind while the registry cannot be reached.
 
+use anyhow::Context as _;
 use base64::Engine as _;
 use std::time::Duration;
 
@@ -13,7 +16,7 @@ use orchard_e2e::oci::{Workdir, layer_digest, tamper_blob, with_custom_section};
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::zone_resource;
 use orchard_e2e::plugins;
-use orchard_e2e::{poll_until, unique_suffix};
+use orchard_e2e::{free_port, poll_until, unique_suffix};
 use serde_json::{Value, json};
 
 /// A harness whose host serves no static plugin: only Plugins labelled for this scenario.
@@ -293,5 +296,145 @@ async fn a_plugin_whose_describe_breaks_the_contract_is_refused_naming_the_rule(
     plugins::api(&h)
         .delete(&name, &DeleteParams::default())
         .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standby_takes_over_a_plugins_kind_while_the_registry_is_down() -> anyhow::Result<()> {
+    let spec = HostSpec {
+        plugins: vec![],
+        kinds: vec![zone_resource()],
+        allow_hosts: vec![],
+    };
+    let mut h = Harness::new("standby-outage", spec).await?;
+    h.create_secret(
+        "pdns",
+        &[
+            ("url", &h.env.pdns_api_url.clone()),
+            ("apiKey", &h.env.pdns_api_key.clone()),
+        ],
+    )
+    .await?;
+    let wd = Workdir::new(&format!("standby-outage-{}", h.id))?;
+    // The registry as the replicas reach it: through a proxy the scenario cuts; by tag, so
+    // the new leader resolves it again.
+    let proxy = orchard_e2e::proxy::Proxy::start(&h.env.registry).await?;
+    let path = format!("e2e/pdns-zone-standby-{}:v1", h.id);
+    wd.push(
+        &h.env,
+        &plugin("pdns-zone"),
+        &format!("{}/{path}", h.env.registry),
+    )?;
+    let reference = format!("{}/{path}", proxy.addr);
+
+    let lease = format!("orchard-{}", h.id);
+    let insecure = format!("{},{}", h.env.registry, proxy.addr);
+    let admin_b = free_port()?;
+    let replica = |instance: &str, admin: Option<u16>| {
+        let mut env = vec![
+            ("ORCHARD_LEADER_ELECT", "true".to_owned()),
+            ("ORCHARD_LEASE_NAME", lease.clone()),
+            ("ORCHARD_LEASE_SECONDS", "6".to_owned()),
+            ("ORCHARD_INSTANCE", instance.to_owned()),
+            ("ORCHARD_INSECURE_REGISTRIES", insecure.clone()),
+            (
+                "ORCHARD_OCI_CACHE_DIR",
+                wd.path
+                    .join(format!("oci-cache-{instance}"))
+                    .display()
+                    .to_string(),
+            ),
+        ];
+        if let Some(admin) = admin {
+            env.push(("ORCHARD_ADMIN_ADDR", format!("127.0.0.1:{admin}")));
+        }
+        env
+    };
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(h.client.clone(), &h.ns);
+    let holder = || async {
+        Ok::<_, anyhow::Error>(
+            leases
+                .get_opt(&lease)
+                .await?
+                .and_then(|l| l.spec?.holder_identity),
+        )
+    };
+
+    // The leader serves the Plugin's kind.
+    let env_a = replica("standby-a", None);
+    let env_a: Vec<(&str, &str)> = env_a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut a = plugins::start_watching_host(&mut h, &wd, &env_a)?;
+    poll_until(CONVERGE, "standby-a to lead", || async {
+        Ok((holder().await?.as_deref() == Some("standby-a")).then_some(()))
+    })
+    .await
+    .with_context(|| a.report())?;
+    let name = format!("zones-{}", h.id);
+    apply_plugin(&h, &name, json!({"reference": reference})).await?;
+    plugins::wait_ready(&h, &name, "True", "Serving")
+        .await
+        .with_context(|| a.report())?;
+    h.wait_kinds().await?;
+    let zone = format!("before-{}.test.", h.id);
+    h.apply(&zone_yaml("before", &zone, "standby")).await?;
+    h.wait_ready("DnsZone", "before")
+        .await
+        .with_context(|| a.report())?;
+
+    // The standby: ready once it has loaded the Plugin.
+    let env_b = replica("standby-b", Some(admin_b));
+    let env_b: Vec<(&str, &str)> = env_b.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut b = plugins::start_watching_host(&mut h, &wd, &env_b)?;
+    let http = orchard_e2e::http()?;
+    poll_until(CONVERGE, "the standby's /readyz to answer 200", || async {
+        let ready = http
+            .get(format!("http://127.0.0.1:{admin_b}/readyz"))
+            .send()
+            .await
+            .ok()
+            .filter(|r| r.status().as_u16() == 200);
+        Ok(ready.map(drop))
+    })
+    .await
+    .with_context(|| b.report())?;
+    assert!(
+        std::fs::read_to_string(&b.log)?.contains("plugin loaded, standing by (converting only)"),
+        "{}",
+        b.report()
+    );
+
+    // The registry goes away; the leader leaves; the standby takes over and serves the kind
+    // with the version it loaded while it stood by: a new zone, and the old one's delete.
+    proxy.cut().await;
+    a.terminate()?;
+    a.wait_exit(CONVERGE).await?;
+    poll_until(CONVERGE, "standby-b to lead", || async {
+        Ok((holder().await?.as_deref() == Some("standby-b")).then_some(()))
+    })
+    .await
+    .with_context(|| b.report())?;
+    let after = format!("after-{}.test.", h.id);
+    h.apply(&zone_yaml("after", &after, "standby")).await?;
+    h.wait_ready("DnsZone", "after")
+        .await
+        .with_context(|| b.report())?;
+    assert!(
+        std::fs::read_to_string(&b.log)?.contains(
+            "the reference could not be resolved: serving the version this replica loaded before"
+        ),
+        "{}",
+        b.report()
+    );
+    for zone in ["before", "after"] {
+        h.delete("DnsZone", zone).await?;
+        h.wait_gone("DnsZone", zone)
+            .await
+            .with_context(|| b.report())?;
+    }
+    plugins::api(&h)
+        .delete(&name, &DeleteParams::default())
+        .await?;
+    assert!(b.is_running(), "{}", b.report());
     Ok(())
 }

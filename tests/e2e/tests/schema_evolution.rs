@@ -637,8 +637,9 @@ async fn a_standby_replica_converts_a_plugins_kind_as_soon_as_it_is_ready() -> a
     );
     let log_b = std::fs::read_to_string(&b.log)?;
     assert!(
-        log_b.contains("plugin loaded for conversions only") && !log_b.contains("plugin serving"),
-        "the standby loads the Plugin for conversions and serves nothing: {}",
+        log_b.contains("plugin loaded, standing by (converting only)")
+            && !log_b.contains("plugin serving"),
+        "the standby loads the Plugin, converts and serves nothing: {}",
         b.report()
     );
     h.wait_ready("Faulty", "fine")
