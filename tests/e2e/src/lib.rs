@@ -374,6 +374,56 @@ pub fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
+/// Waits (at most `within`) until the host whose admin address is `admin`
+/// (`ORCHARD_ADMIN_ADDR`) says it is ready: `/readyz` answers 200.
+pub async fn wait_host_ready(admin: &str, within: Duration) -> anyhow::Result<()> {
+    let client = http()?;
+    let url = format!("http://{admin}/readyz");
+    poll_until(within, &format!("{url} to answer 200"), || async {
+        let ready = client
+            .get(&url)
+            .send()
+            .await
+            .ok()
+            .filter(|r| r.status().as_u16() == 200);
+        Ok(ready.map(drop))
+    })
+    .await
+}
+
+/// Waits (at most `within`) until the leader Lease `name` of `namespace` is held by `holder`.
+pub async fn wait_lease_holder(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    holder: &str,
+    within: Duration,
+) -> anyhow::Result<()> {
+    poll_until(
+        within,
+        &format!("{holder} to hold the Lease {name}"),
+        || async {
+            let held = lease_holder(client, namespace, name).await?;
+            Ok((held.as_deref() == Some(holder)).then_some(()))
+        },
+    )
+    .await
+}
+
+/// The holder of the leader Lease `name` of `namespace`, if any.
+pub async fn lease_holder(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Option<String>> {
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), namespace);
+    Ok(leases
+        .get_opt(name)
+        .await?
+        .and_then(|l| l.spec?.holder_identity))
+}
+
 /// The text of a host's `/metrics`, from its admin address (`ORCHARD_ADMIN_ADDR`).
 pub async fn host_metrics(admin: &str) -> anyhow::Result<String> {
     Ok(reqwest::get(format!("http://{admin}/metrics"))

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use orchard_e2e::harness::CONVERGE;
 use orchard_e2e::pdns::{self, ZONE};
-use orchard_e2e::{free_port, poll_until};
+use orchard_e2e::{free_port, poll_until, wait_host_ready, wait_lease_holder};
 
 fn zone_yaml(name: &str, zone: &str) -> String {
     format!(
@@ -196,13 +196,7 @@ async fn probes_and_metrics_are_served_and_count_reconciles_and_plugin_calls_the
     let admin = format!("127.0.0.1:{port}");
     let _host = s.start_host(&[("ORCHARD_ADMIN_ADDR", admin.as_str())])?;
     let base = format!("http://{admin}");
-    poll_until(CONVERGE, "/readyz to answer 200", || async {
-        Ok(get(&format!("{base}/readyz"))
-            .await
-            .ok()
-            .filter(|(code, _)| *code == 200))
-    })
-    .await?;
+    wait_host_ready(&admin, CONVERGE).await?;
     assert_eq!(get(&format!("{base}/healthz")).await?.0, 200);
 
     let zone = pdns::zone_name(&s, "metrics");
@@ -311,17 +305,7 @@ async fn a_killed_leader_is_replaced_within_the_lease_and_no_zone_is_duplicated(
             .map(|(k, v)| (*k, v.as_str()))
             .collect::<Vec<_>>(),
     )?;
-    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(s.client.clone(), &s.ns);
-    poll_until(CONVERGE, "host-a to hold the lease", || async {
-        let holder = leases
-            .get_opt(&lease)
-            .await?
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity);
-        Ok((holder.as_deref() == Some("host-a")).then_some(()))
-    })
-    .await?;
+    wait_lease_holder(&s.client, &s.ns, &lease, "host-a", CONVERGE).await?;
     let env_b = common("host-b", &admin_b);
     let _b = s.start_host(
         &env_b
@@ -362,19 +346,7 @@ async fn a_killed_leader_is_replaced_within_the_lease_and_no_zone_is_duplicated(
     .await?;
     a.kill_hard();
 
-    poll_until(
-        Duration::from_secs(30),
-        "host-b to take the lease",
-        || async {
-            let holder = leases
-                .get_opt(&lease)
-                .await?
-                .and_then(|l| l.spec)
-                .and_then(|s| s.holder_identity);
-            Ok((holder.as_deref() == Some("host-b")).then_some(()))
-        },
-    )
-    .await?;
+    wait_lease_holder(&s.client, &s.ns, &lease, "host-b", Duration::from_secs(30)).await?;
     for i in 0..zones.len() {
         s.wait_ready(ZONE, &format!("z{i}")).await?;
     }

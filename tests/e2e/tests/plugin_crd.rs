@@ -16,7 +16,7 @@ use orchard_e2e::oci::{Workdir, layer_digest, tamper_blob, with_custom_section};
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::zone_resource;
 use orchard_e2e::plugins;
-use orchard_e2e::{free_port, poll_until, unique_suffix};
+use orchard_e2e::{free_port, poll_until, unique_suffix, wait_host_ready, wait_lease_holder};
 use serde_json::{Value, json};
 
 /// A harness whose host serves no static plugin: only Plugins labelled for this scenario.
@@ -350,26 +350,14 @@ async fn a_standby_takes_over_a_plugins_kind_while_the_registry_is_down() -> any
         }
         env
     };
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(h.client.clone(), &h.ns);
-    let holder = || async {
-        Ok::<_, anyhow::Error>(
-            leases
-                .get_opt(&lease)
-                .await?
-                .and_then(|l| l.spec?.holder_identity),
-        )
-    };
 
     // The leader serves the Plugin's kind.
     let env_a = replica("standby-a", None);
     let env_a: Vec<(&str, &str)> = env_a.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut a = plugins::start_watching_host(&mut h, &wd, &env_a)?;
-    poll_until(CONVERGE, "standby-a to lead", || async {
-        Ok((holder().await?.as_deref() == Some("standby-a")).then_some(()))
-    })
-    .await
-    .with_context(|| a.report())?;
+    wait_lease_holder(&h.client, &h.ns, &lease, "standby-a", CONVERGE)
+        .await
+        .with_context(|| a.report())?;
     let name = format!("zones-{}", h.id);
     apply_plugin(&h, &name, json!({"reference": reference})).await?;
     plugins::wait_ready(&h, &name, "True", "Serving")
@@ -386,18 +374,9 @@ async fn a_standby_takes_over_a_plugins_kind_while_the_registry_is_down() -> any
     let env_b = replica("standby-b", Some(admin_b));
     let env_b: Vec<(&str, &str)> = env_b.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut b = plugins::start_watching_host(&mut h, &wd, &env_b)?;
-    let http = orchard_e2e::http()?;
-    poll_until(CONVERGE, "the standby's /readyz to answer 200", || async {
-        let ready = http
-            .get(format!("http://127.0.0.1:{admin_b}/readyz"))
-            .send()
-            .await
-            .ok()
-            .filter(|r| r.status().as_u16() == 200);
-        Ok(ready.map(drop))
-    })
-    .await
-    .with_context(|| b.report())?;
+    wait_host_ready(&format!("127.0.0.1:{admin_b}"), CONVERGE)
+        .await
+        .with_context(|| b.report())?;
     assert!(
         std::fs::read_to_string(&b.log)?.contains("plugin loaded, standing by (converting only)"),
         "{}",
@@ -409,11 +388,9 @@ async fn a_standby_takes_over_a_plugins_kind_while_the_registry_is_down() -> any
     proxy.cut().await;
     a.terminate()?;
     a.wait_exit(CONVERGE).await?;
-    poll_until(CONVERGE, "standby-b to lead", || async {
-        Ok((holder().await?.as_deref() == Some("standby-b")).then_some(()))
-    })
-    .await
-    .with_context(|| b.report())?;
+    wait_lease_holder(&h.client, &h.ns, &lease, "standby-b", CONVERGE)
+        .await
+        .with_context(|| b.report())?;
     let after = format!("after-{}.test.", h.id);
     h.apply(&zone_yaml("after", &after, "standby")).await?;
     h.wait_ready("DnsZone", "after")

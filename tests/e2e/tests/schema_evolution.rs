@@ -23,7 +23,9 @@ use orchard_e2e::harness::{CONVERGE, Harness, HostSpec};
 use orchard_e2e::oci::Workdir;
 use orchard_e2e::paths::plugin;
 use orchard_e2e::pdns::{self, zone_name};
-use orchard_e2e::{free_port, plugins, poll_until};
+use orchard_e2e::{
+    free_port, lease_holder, plugins, poll_until, wait_host_ready, wait_lease_holder,
+};
 use serde_json::{Value, json};
 
 const GROUP: &str = "evolution.pdns.orchard.dev";
@@ -566,21 +568,9 @@ async fn a_standby_replica_converts_a_plugins_kind_as_soon_as_it_is_ready() -> a
     let env_a = replica("replica-a", webhook_a, None);
     let env_a: Vec<(&str, &str)> = env_a.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut a = plugins::start_watching_host(&mut h, &wd_a, &env_a)?;
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
-        Api::namespaced(h.client.clone(), &h.ns);
-    let holder = || async {
-        Ok::<_, anyhow::Error>(
-            leases
-                .get_opt(&lease)
-                .await?
-                .and_then(|l| l.spec?.holder_identity),
-        )
-    };
-    poll_until(CONVERGE, "replica-a to lead", || async {
-        Ok((holder().await?.as_deref() == Some("replica-a")).then_some(()))
-    })
-    .await
-    .with_context(|| a.report())?;
+    wait_lease_holder(&h.client, &h.ns, &lease, "replica-a", CONVERGE)
+        .await
+        .with_context(|| a.report())?;
 
     // The leader serves the fixture at two versions (stored at v1beta1) from the registry.
     let reference = wd_a.push(
@@ -598,18 +588,9 @@ async fn a_standby_replica_converts_a_plugins_kind_as_soon_as_it_is_ready() -> a
     let env_b = replica("replica-b", webhook_b, Some(admin_b));
     let env_b: Vec<(&str, &str)> = env_b.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut b = plugins::start_watching_host(&mut h, &wd_b, &env_b)?;
-    let http = orchard_e2e::http()?;
-    poll_until(CONVERGE, "the standby's /readyz to answer 200", || async {
-        let ready = http
-            .get(format!("http://127.0.0.1:{admin_b}/readyz"))
-            .send()
-            .await
-            .ok()
-            .filter(|r| r.status().as_u16() == 200);
-        Ok(ready.map(drop))
-    })
-    .await
-    .with_context(|| b.report())?;
+    wait_host_ready(&format!("127.0.0.1:{admin_b}"), CONVERGE)
+        .await
+        .with_context(|| b.report())?;
 
     // At once, through the standby's webhook: an object written at v1alpha1 is stored at
     // v1beta1, and read back at v1alpha1.
@@ -631,7 +612,7 @@ async fn a_standby_replica_converts_a_plugins_kind_as_soon_as_it_is_ready() -> a
     let read = alpha.get("fine").await?;
     assert_eq!(read.data["spec"]["resource"]["convertedTo"], "v1alpha1");
     assert_eq!(
-        holder().await?.as_deref(),
+        lease_holder(&h.client, &h.ns, &lease).await?.as_deref(),
         Some("replica-a"),
         "the standby converted without leading"
     );

@@ -442,20 +442,89 @@ async fn delete_every_zone(
 /// Zones of the Plugin scenario: enough that both replicas hold some.
 const PLUGIN_ZONES: usize = 40;
 
-#[tokio::test(flavor = "multi_thread")]
-#[allow(clippy::too_many_lines, reason = "one scenario, its phases in order")]
-async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_writer_and_both_swap_it()
--> anyhow::Result<()> {
+/// The start of a scenario of Plugins served by a ring: a harness whose hosts serve no static
+/// plugin, the PowerDNS Secret, PowerDNS's API, and a work directory.
+async fn plugin_scenario(name: &str) -> anyhow::Result<(Harness, TestEnv, pdns::Api, Workdir)> {
     let spec = HostSpec {
         plugins: vec![],
         kinds: vec![pdns::zone_resource()],
         allow_hosts: vec![],
     };
-    let mut s = Harness::new("shard-plugins", spec).await?;
+    let s = Harness::new(name, spec).await?;
     let env = s.env.clone();
     pdns::create_secret(&s, "pdns").await?;
     let pdns = pdns::Api::new(&env)?;
-    let wd = Workdir::new(&format!("shard-plugins-{}", s.id))?;
+    let wd = Workdir::new(&format!("{name}-{}", s.id))?;
+    Ok((s, env, pdns, wd))
+}
+
+/// Starts `replicas` of the shard ring `ring`, each watching the scenario's Plugins with a
+/// content cache of its own (as two pods have) and the environment `extra` gives it.
+fn start_plugin_ring(
+    s: &mut Harness,
+    wd: &Workdir,
+    ring: &str,
+    replicas: &[&str],
+    extra: impl Fn(&str) -> anyhow::Result<Vec<(&'static str, String)>>,
+) -> anyhow::Result<Vec<Host>> {
+    let mut hosts = Vec::new();
+    for name in replicas {
+        let cache = wd.path.join(format!("oci-cache-{name}"));
+        let mut env = vec![
+            ("ORCHARD_SHARD_RING", ring.to_owned()),
+            ("ORCHARD_LEASE_SECONDS", LEASE_SECONDS.to_string()),
+            ("ORCHARD_INSTANCE", (*name).to_owned()),
+            ("ORCHARD_OCI_CACHE_DIR", cache.display().to_string()),
+        ];
+        env.extend(extra(name)?);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        hosts.push(plugins::start_watching_host(s, wd, &env)?);
+    }
+    Ok(hosts)
+}
+
+/// The end of a Plugin scenario: every zone deleted through the `hosts` (none left in
+/// PowerDNS), then the Plugin `plugin`.
+async fn end_plugin_scenario(
+    s: &Harness,
+    pdns: &pdns::Api,
+    plugin: &str,
+    hosts: &[Host],
+) -> anyhow::Result<()> {
+    let suffix = format!(".{}.test.", s.id);
+    delete_every_zone(&s.api(ZONE), pdns, &suffix, Duration::from_mins(2))
+        .await
+        .with_context(|| reports(hosts))?;
+    plugins::api(s)
+        .delete(plugin, &DeleteParams::default())
+        .await?;
+    Ok(())
+}
+
+/// Creates the zones `names` in the namespace of `s`, each `<name>.<scenario id>.test.` in
+/// PowerDNS.
+async fn create_zones(s: &Harness, names: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
+    let zones = s.api(ZONE);
+    for zone in names {
+        let obj = serde_json::from_value(serde_json::json!({
+            "apiVersion": "pdns.orchard.dev/v1alpha1",
+            "kind": "DnsZone",
+            "metadata": {"name": zone, "namespace": s.ns},
+            "spec": {
+                "credentialsRef": {"secretName": "pdns"},
+                "resource": {"name": format!("{zone}.{}.test.", s.id)},
+            },
+        }))?;
+        zones.create(&PostParams::default(), &obj).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::too_many_lines, reason = "one scenario, its phases in order")]
+async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_writer_and_both_swap_it()
+-> anyhow::Result<()> {
+    let (mut s, env, pdns, wd) = plugin_scenario("shard-plugins").await?;
     let key = wd.cosign_key_pair("release")?;
     let public_key = std::fs::read_to_string(&key)?;
     let repo = format!("{}/e2e/pdns-zone-{}", env.registry, s.id);
@@ -472,27 +541,14 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
     let trace = env.logs.join(format!("pass-trace-{}.log", s.ns));
     let _ = std::fs::remove_file(&trace);
     let trace_text = trace.display().to_string();
-    let lease_seconds = LEASE_SECONDS.to_string();
     let replicas = ["plugins-a", "plugins-b"];
-    let mut hosts = Vec::new();
-    for name in replicas {
-        // A content cache each, as two pods have; an admin server each, for `explain`.
-        let cache = wd
-            .path
-            .join(format!("oci-cache-{name}"))
-            .display()
-            .to_string();
-        let admin = format!("127.0.0.1:{}", free_port()?);
-        let env = [
-            ("ORCHARD_SHARD_RING", ring.as_str()),
-            ("ORCHARD_LEASE_SECONDS", lease_seconds.as_str()),
-            ("ORCHARD_INSTANCE", name),
-            ("ORCHARD_PASS_TRACE", trace_text.as_str()),
-            ("ORCHARD_OCI_CACHE_DIR", cache.as_str()),
-            ("ORCHARD_ADMIN_ADDR", admin.as_str()),
-        ];
-        hosts.push(plugins::start_watching_host(&mut s, &wd, &env)?);
-    }
+    // An admin server each, for `explain`.
+    let mut hosts = start_plugin_ring(&mut s, &wd, &ring, &replicas, |_| {
+        Ok(vec![
+            ("ORCHARD_PASS_TRACE", trace_text.clone()),
+            ("ORCHARD_ADMIN_ADDR", format!("127.0.0.1:{}", free_port()?)),
+        ])
+    })?;
     // Settled: every bucket with the holder the ring gives it, so nothing moves below.
     let maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.ns);
     let holders = settled_holders(&replicas);
@@ -535,18 +591,7 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
     s.wait_kinds().await?;
     let zones = s.api(ZONE);
     let names: Vec<String> = (0..PLUGIN_ZONES).map(|i| format!("p{i}")).collect();
-    for zone in &names {
-        let obj = serde_json::from_value(serde_json::json!({
-            "apiVersion": "pdns.orchard.dev/v1alpha1",
-            "kind": "DnsZone",
-            "metadata": {"name": zone, "namespace": s.ns},
-            "spec": {
-                "credentialsRef": {"secretName": "pdns"},
-                "resource": {"name": format!("{zone}.{}.test.", s.id)},
-            },
-        }))?;
-        zones.create(&PostParams::default(), &obj).await?;
-    }
+    create_zones(&s, names.iter().cloned()).await?;
     let observed_by = |build: &'static str| {
         let zones = zones.clone();
         move || {
@@ -666,13 +711,7 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
     }
 
     // Phase 6: deleted through both replicas; nothing left in PowerDNS.
-    let suffix = format!(".{}.test.", s.id);
-    delete_every_zone(&zones, &pdns, &suffix, Duration::from_mins(2))
-        .await
-        .with_context(|| reports(&hosts))?;
-    plugins::api(&s)
-        .delete(&name, &DeleteParams::default())
-        .await?;
+    end_plugin_scenario(&s, &pdns, &name, &hosts).await?;
     drop(hosts);
     Ok(())
 }
@@ -680,16 +719,7 @@ async fn two_replicas_serve_a_signed_plugin_each_its_share_with_one_status_write
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_with_the_plugin_it_loaded()
 -> anyhow::Result<()> {
-    let spec = HostSpec {
-        plugins: vec![],
-        kinds: vec![pdns::zone_resource()],
-        allow_hosts: vec![],
-    };
-    let mut s = Harness::new("shard-outage", spec).await?;
-    let env = s.env.clone();
-    pdns::create_secret(&s, "pdns").await?;
-    let pdns = pdns::Api::new(&env)?;
-    let wd = Workdir::new(&format!("shard-outage-{}", s.id))?;
+    let (mut s, env, pdns, wd) = plugin_scenario("shard-outage").await?;
     // The registry as the replicas reach it: through a proxy the scenario cuts. By tag, so
     // each Plugin host of a replica resolves it again.
     let proxy = orchard_e2e::proxy::Proxy::start(&env.registry).await?;
@@ -703,25 +733,11 @@ async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_wi
 
     // Two replicas of one ring serve the Plugin, each its share.
     let ring = format!("o{}", s.id).to_ascii_lowercase().replace('_', "-");
-    let lease_seconds = LEASE_SECONDS.to_string();
     let insecure = format!("{},{}", env.registry, proxy.addr);
     let replicas = ["outage-a", "outage-b"];
-    let mut hosts = Vec::new();
-    for name in replicas {
-        let cache = wd
-            .path
-            .join(format!("oci-cache-{name}"))
-            .display()
-            .to_string();
-        let env = [
-            ("ORCHARD_SHARD_RING", ring.as_str()),
-            ("ORCHARD_LEASE_SECONDS", lease_seconds.as_str()),
-            ("ORCHARD_INSTANCE", name),
-            ("ORCHARD_OCI_CACHE_DIR", cache.as_str()),
-            ("ORCHARD_INSECURE_REGISTRIES", insecure.as_str()),
-        ];
-        hosts.push(plugins::start_watching_host(&mut s, &wd, &env)?);
-    }
+    let mut hosts = start_plugin_ring(&mut s, &wd, &ring, &replicas, |_| {
+        Ok(vec![("ORCHARD_INSECURE_REGISTRIES", insecure.clone())])
+    })?;
     let maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), &s.ns);
     let settled = |holders: Vec<String>| {
         let (maps, ring) = (maps.clone(), ring.clone());
@@ -750,24 +766,6 @@ async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_wi
         .with_context(|| reports(&hosts))?;
     s.wait_kinds().await?;
     let zones = s.api(ZONE);
-    let create = |range: std::ops::Range<usize>| {
-        let (zones, s_ns, id) = (zones.clone(), s.ns.clone(), s.id.clone());
-        async move {
-            for i in range {
-                let obj = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "pdns.orchard.dev/v1alpha1",
-                    "kind": "DnsZone",
-                    "metadata": {"name": format!("o{i}"), "namespace": s_ns},
-                    "spec": {
-                        "credentialsRef": {"secretName": "pdns"},
-                        "resource": {"name": format!("o{i}.{id}.test.")},
-                    },
-                }))?;
-                zones.create(&PostParams::default(), &obj).await?;
-            }
-            Ok::<_, anyhow::Error>(())
-        }
-    };
     let all_available = |n: usize| {
         let zones = zones.clone();
         move || {
@@ -783,7 +781,7 @@ async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_wi
             }
         }
     };
-    create(0..20).await?;
+    create_zones(&s, (0..20).map(|i| format!("o{i}"))).await?;
     poll_until(CONVERGE, "the first 20 zones Available", all_available(20))
         .await
         .with_context(|| reports(&hosts))?;
@@ -804,7 +802,7 @@ async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_wi
 
     // Zones of every bucket, half of them outage-b's before, become Available through
     // outage-a, on the version it loaded before the outage.
-    create(20..40).await?;
+    create_zones(&s, (20..40).map(|i| format!("o{i}"))).await?;
     poll_until(CONVERGE, "all 40 zones Available", all_available(40))
         .await
         .with_context(|| reports(&hosts))?;
@@ -818,13 +816,7 @@ async fn a_replica_taking_over_buckets_while_the_registry_is_down_serves_them_wi
     );
     hosts[0].ensure_running()?;
 
-    let suffix = format!(".{}.test.", s.id);
-    delete_every_zone(&zones, &pdns, &suffix, Duration::from_mins(2))
-        .await
-        .with_context(|| reports(&hosts))?;
-    plugins::api(&s)
-        .delete(&name, &DeleteParams::default())
-        .await?;
+    end_plugin_scenario(&s, &pdns, &name, &hosts).await?;
     drop(hosts);
     Ok(())
 }
