@@ -123,8 +123,10 @@ impl PluginHost {
                 }
                 Event::InitDone => {
                     listing = None;
-                    // A re-list: Plugins deleted while the watch was down are gone from it.
+                    // A re-list: Plugins deleted while the watch was down (or while no host of
+                    // this replica ran) are gone from it.
                     if let Some(listed) = listed.take() {
+                        self.config.kept.forget_unlisted(&listed);
                         workers.retain(|name, tx| {
                             let keep = listed.contains(name);
                             if !keep {

@@ -10,7 +10,8 @@
 //!   reference still resolves to its digest;
 //! - a kept version was loaded as any other (every digest and, when asked, the signature
 //!   verified): keeping it never lets a version in that was not;
-//! - a deleted Plugin's version is forgotten.
+//! - a deleted Plugin's version is forgotten, also when it was deleted while no Plugin host of
+//!   the replica ran (a host forgets what its list of Plugins no longer holds).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,12 @@ impl KeptVersions {
     /// Forgets the version of `plugin` (deleted).
     pub fn forget(&self, plugin: &str) {
         self.lock().remove(plugin);
+    }
+
+    /// Forgets the versions of every Plugin `listed` does not hold (a complete list of the
+    /// Plugins the replica serves).
+    pub fn forget_unlisted(&self, listed: &std::collections::HashSet<String>) {
+        self.lock().retain(|plugin, _| listed.contains(plugin));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Version)>> {
@@ -107,5 +114,22 @@ mod tests {
         assert_eq!(found.map(|v| v.digest), Some("sha256:b".to_owned()));
         kept.forget("zones");
         assert!(kept.get("zones", "registry.test/zones:v1", "k").is_none());
+    }
+
+    #[test]
+    fn a_list_of_plugins_forgets_the_versions_of_those_it_no_longer_holds() {
+        let kept = KeptVersions::default();
+        kept.keep("zones", "registry.test/zones:v1", version("sha256:a", "k"));
+        kept.keep(
+            "records",
+            "registry.test/records:v1",
+            version("sha256:b", "k"),
+        );
+        kept.forget_unlisted(&["records".to_owned()].into_iter().collect());
+        assert!(kept.get("zones", "registry.test/zones:v1", "k").is_none());
+        assert!(
+            kept.get("records", "registry.test/records:v1", "k")
+                .is_some()
+        );
     }
 }
