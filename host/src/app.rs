@@ -401,6 +401,11 @@ impl App {
             Some(client) => client,
             None => connect(config.api_timeout).await?,
         };
+        if config.sharding.is_some() && config.leader_election.is_some() {
+            return Err(Error::Unsupported(
+                "sharding and leader election exclude each other: a ring needs no leader",
+            ));
+        }
         let kept = crate::plugin::kept::KeptVersions::default();
         let served = Served {
             client: &client,
@@ -410,12 +415,6 @@ impl App {
             kept: &kept,
         };
         let standby = StandbyHost::start(&config, &served, &health);
-
-        if config.sharding.is_some() && config.leader_election.is_some() {
-            return Err(Error::Unsupported(
-                "sharding and leader election exclude each other: a ring needs no leader",
-            ));
-        }
         // Phase 4: lead (or join the shard ring).
         let mut shard = None;
         if let Some(sharding) = &config.sharding {
