@@ -90,12 +90,36 @@ impl Health {
 
     /// Ready to serve.
     pub fn is_ready(&self) -> bool {
+        self.waiting_for().is_empty()
+    }
+
+    /// What readiness still waits for, in words (`/readyz` says it): empty when ready.
+    pub fn waiting_for(&self) -> Vec<String> {
+        let mut waits = Vec::new();
+        if !self.plugins_loaded.load(Ordering::SeqCst) {
+            waits.push("the plugins to load".to_owned());
+        }
+        let pending = self.pending.load(Ordering::SeqCst);
+        if pending > 0 {
+            waits.push(format!(
+                "{pending} load(s) of Plugin objects (the list of Plugins, then each Plugin's first load)"
+            ));
+        }
+        if self.installing.load(Ordering::SeqCst) {
+            waits.push("the CRDs to be installed".to_owned());
+        }
+        let expected = self.controllers_expected.load(Ordering::SeqCst);
         let started = self.controllers_started.load(Ordering::SeqCst);
-        self.plugins_loaded.load(Ordering::SeqCst)
-            && self.pending.load(Ordering::SeqCst) == 0
-            && !self.installing.load(Ordering::SeqCst)
-            && started >= self.controllers_expected.load(Ordering::SeqCst)
-            && self.controllers_synced.load(Ordering::SeqCst) >= started
+        let synced = self.controllers_synced.load(Ordering::SeqCst);
+        if started < expected {
+            waits.push(format!("controllers to start ({started} of {expected})"));
+        }
+        if synced < started {
+            waits.push(format!(
+                "the caches of the controllers to sync ({synced} of {started})"
+            ));
+        }
+        waits
     }
 }
 
@@ -126,6 +150,30 @@ mod tests {
         drop(a);
         assert!(!health.is_ready(), "one Plugin of the list not loaded yet");
         drop(b);
+        assert!(health.is_ready());
+    }
+
+    #[test]
+    fn what_readiness_waits_for_is_said_in_words_and_nothing_once_ready() {
+        let health = Arc::new(Health::default());
+        assert_eq!(health.waiting_for(), ["the plugins to load"]);
+        health.set_plugins_loaded();
+        let listing = health.pending();
+        health.expect_controllers(2);
+        health.controller_started();
+        assert_eq!(
+            health.waiting_for(),
+            [
+                "1 load(s) of Plugin objects (the list of Plugins, then each Plugin's first load)",
+                "controllers to start (1 of 2)",
+                "the caches of the controllers to sync (0 of 1)",
+            ]
+        );
+        drop(listing);
+        health.controller_started();
+        health.controller_synced();
+        health.controller_synced();
+        assert!(health.waiting_for().is_empty());
         assert!(health.is_ready());
     }
 

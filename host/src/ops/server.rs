@@ -73,12 +73,14 @@ fn journal(path: &str) -> (StatusCode, String, &'static str) {
 fn respond<B>(req: &Request<B>, health: &Health) -> Response<Full<Bytes>> {
     let (status, body, content_type) = match req.uri().path() {
         "/healthz" => (StatusCode::OK, "ok".to_owned(), "text/plain"),
-        "/readyz" if health.is_ready() => (StatusCode::OK, "ready".to_owned(), "text/plain"),
-        "/readyz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready".to_owned(),
-            "text/plain",
-        ),
+        "/readyz" => match health.waiting_for() {
+            waits if waits.is_empty() => (StatusCode::OK, "ready".to_owned(), "text/plain"),
+            waits => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: waiting for {}\n", waits.join("; ")),
+                "text/plain",
+            ),
+        },
         "/metrics" => (
             StatusCode::OK,
             {
@@ -99,4 +101,37 @@ fn respond<B>(req: &Request<B>, health: &Health) -> Response<Full<Bytes>> {
             .insert(hyper::header::CONTENT_TYPE, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use http_body_util::BodyExt as _;
+    use hyper::{Request, StatusCode};
+
+    use super::{Health, respond};
+
+    async fn readyz(health: &Health) -> (StatusCode, String) {
+        let request = Request::builder().uri("/readyz").body(()).unwrap();
+        let response = respond(&request, health);
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn readyz_answers_503_saying_what_it_waits_for_then_200() {
+        let health = Arc::new(Health::default());
+        health.set_plugins_loaded();
+        let load = health.pending();
+        let (status, body) = readyz(&health).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body,
+            "not ready: waiting for 1 load(s) of Plugin objects (the list of Plugins, then each Plugin's first load)\n"
+        );
+        drop(load);
+        assert_eq!(readyz(&health).await, (StatusCode::OK, "ready".to_owned()));
+    }
 }
