@@ -59,6 +59,15 @@ pub enum Role {
     Standby,
 }
 
+impl Role {
+    /// Whether a host of this role writes the status of the Plugin `name`: a serving host
+    /// does — in a shard ring (`shard`) only the replica holding the Plugin's own bucket —,
+    /// a standby never (the serving replica's view is the status).
+    pub fn writes_status(self, shard: Option<&PluginShard>, name: &str) -> bool {
+        self == Self::Serve && shard.is_none_or(|shard| shard.writes_status(name))
+    }
+}
+
 /// What a replica of a shard ring needs to serve Plugins' kinds: every replica loads every
 /// Plugin and serves its own buckets of the kind (the controllers' selector is in
 /// [`PluginHostConfig::settings`]).
@@ -112,6 +121,18 @@ mod tests {
             !shard([]).writes_status("zones"),
             "a replica serving nothing writes nothing"
         );
+    }
+
+    #[test]
+    fn a_standby_host_never_writes_a_plugins_status_and_a_serving_one_does_unless_another_replica_holds_its_bucket()
+     {
+        let bucket = crate::shard::ring::bucket_of("orchard.dev", "Plugin", "", "zones");
+        let other = (bucket + 1) % crate::shard::ring::BUCKETS;
+        assert!(Role::Serve.writes_status(None, "zones"));
+        assert!(Role::Serve.writes_status(Some(&shard([bucket])), "zones"));
+        assert!(!Role::Serve.writes_status(Some(&shard([other])), "zones"));
+        assert!(!Role::Standby.writes_status(None, "zones"));
+        assert!(!Role::Standby.writes_status(Some(&shard([bucket])), "zones"));
     }
 
     #[test]

@@ -427,15 +427,11 @@ impl Worker {
         }
     }
 
-    /// Whether this host writes the Plugin's status: a serving host does, but in a shard
-    /// ring only the replica holding the Plugin's own bucket.
+    /// Whether this host writes the Plugin's status ([`Role::writes_status`]).
     fn writes_status(&self) -> bool {
-        self.config.role == Role::Serve
-            && self
-                .config
-                .shard
-                .as_ref()
-                .is_none_or(|shard| shard.writes_status(&self.name))
+        self.config
+            .role
+            .writes_status(self.config.shard.as_ref(), &self.name)
     }
 
     /// Whose view a status message is: said in a shard ring, where each replica loads the
