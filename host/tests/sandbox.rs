@@ -262,6 +262,24 @@ async fn compiled_components_are_cached_and_served_from_the_cache() {
     assert_eq!(plugin.describe().await.unwrap().name, "pdns-zone");
 }
 
+#[test]
+fn two_loads_of_one_component_at_once_compile_it_once() {
+    let (rt, cache) = runtime();
+    let compiled = orchard::runtime::CompiledCache::new(Some(cache.path().to_owned()));
+    let bytes = std::fs::read(plugin_path("pdns-zone")).unwrap();
+    let hits: Vec<bool> = std::thread::scope(|s| {
+        let loads: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| compiled.load(rt.engine(), &bytes).unwrap().cache_hit))
+            .collect();
+        loads.into_iter().map(|l| l.join().unwrap()).collect()
+    });
+    assert_eq!(
+        hits.iter().filter(|hit| !**hit).count(),
+        1,
+        "one compile, the other load from what it stored: {hits:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_corrupt_cache_entry_is_discarded_and_recompiled() {
     let (rt, cache) = runtime();

@@ -5,8 +5,10 @@
 //! anything: this cache only ever reads files it wrote itself (atomically, into its own
 //! directory, under a name derived from the source bytes and the engine).
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -49,12 +51,27 @@ pub struct Loaded {
 #[derive(Debug, Clone)]
 pub struct CompiledCache {
     dir: Option<PathBuf>,
+    /// A lock per digest loaded (shared by the clones): a load of bytes another load is
+    /// compiling waits for it and reads what it stored, instead of compiling them again — a
+    /// standby's compile still running when the serving Plugin host loads the same plugin,
+    /// a ring's Plugin hosts, two Plugins of one artifact. One small entry per digest.
+    turns: Arc<Mutex<HashMap<String, Arc<Mutex<()>>>>>,
 }
 
 impl CompiledCache {
     /// A cache in `dir` (created on first write).
     pub fn new(dir: Option<PathBuf>) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            turns: Arc::default(),
+        }
+    }
+
+    /// The lock of `digest_hex`'s loads.
+    fn turn(&self, digest_hex: &str) -> Arc<Mutex<()>> {
+        // A poisoned map is still whole (one insert at a time): take it as it is.
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(turns.entry(digest_hex.to_owned()).or_default())
     }
 
     /// The default location: `$XDG_CACHE_HOME/orchard/compiled` or `~/.cache/orchard/compiled`.
@@ -79,6 +96,11 @@ impl CompiledCache {
         let digest_hex = hex::encode(Sha256::digest(bytes));
         let digest = format!("sha256:{digest_hex}");
         let path = self.path(engine, &digest_hex);
+        // Without a directory nothing is stored for another load to read: no turn to wait.
+        let turn = path.is_some().then(|| self.turn(&digest_hex));
+        let _turn = turn
+            .as_deref()
+            .map(|t| t.lock().unwrap_or_else(PoisonError::into_inner));
         if let Some(path) = path.as_deref().filter(|p| p.is_file()) {
             // SAFETY: the file was written by `store` below, in this cache's own directory,
             // under a name bound to these exact source bytes and this engine's settings.
