@@ -501,13 +501,7 @@ async fn shard(
     hosts: Option<&[HostLine]>,
     notes: &mut Vec<String>,
 ) -> Option<ShardLine> {
-    use crate::shard::ring::{BUCKET_LABEL, BUCKETS};
-    let bucket = obj
-        .labels()
-        .get(BUCKET_LABEL)?
-        .parse::<u16>()
-        .ok()
-        .filter(|b| *b < BUCKETS)?;
+    let bucket = crate::shard::ring::labelled_bucket(obj.labels())?;
     let ring = hosts?
         .iter()
         .find(|h| h.state == "serving")?

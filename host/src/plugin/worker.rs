@@ -390,10 +390,12 @@ impl Worker {
             stop.clone(),
         );
         if let Some(shard) = &self.config.shard {
-            // The kind's objects carry their bucket, which the controllers' selector reads.
+            // The kind's objects carry their bucket, which the controllers' selector reads (the
+            // label goes on with the plugin's finalizer, in one write).
             tokio::spawn(crate::shard::label::run(
                 self.client.clone(),
                 crate::crd::api_resource(description),
+                crate::reconcile::Names::new(&description.name),
                 settings.namespace.clone(),
                 shard.assignment.clone(),
                 stop.clone(),

@@ -59,7 +59,8 @@ async fn traced<T>(
 }
 
 /// The metadata the plugin's finalizer manager owns on an object: our finalizer and the
-/// create-pending marker. Applying it prunes whatever that manager owned and is not named.
+/// create-pending marker (and, in a shard ring, the object's bucket label, carried as it is).
+/// Applying it prunes whatever that manager owned and is not named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnMetadata {
     /// Our finalizer is on the object.
@@ -228,18 +229,30 @@ impl KubeOps {
     }
 }
 
+/// The metadata the finalizer manager applies: every field it owns, since an apply takes
+/// off what its manager owned and no longer names — the finalizer, the create-pending marker,
+/// and the shard ring's bucket label, which a ring's labeller writes under this manager in
+/// the same write as the finalizer (`crate::shard::label`).
+fn own_metadata(obj: &DynamicObject, names: &Names, meta: &OwnMetadata) -> Value {
+    let finalizers: Vec<&str> = if meta.finalizer {
+        vec![&names.finalizer]
+    } else {
+        vec![]
+    };
+    let mut body = json!({"metadata": {"finalizers": finalizers}});
+    if let Some(since) = &meta.create_pending {
+        body["metadata"]["annotations"] = json!({super::annotations::CREATE_PENDING: since});
+    }
+    if let Some(bucket) = crate::shard::ring::labelled_bucket(obj.labels()) {
+        body["metadata"]["labels"] = json!({crate::shard::ring::BUCKET_LABEL: bucket.to_string()});
+    }
+    body
+}
+
 #[async_trait]
 impl ObjectOps for KubeOps {
     async fn apply_metadata(&self, obj: &DynamicObject, meta: &OwnMetadata) -> Result<(), Error> {
-        let finalizers: Vec<&str> = if meta.finalizer {
-            vec![&self.names.finalizer]
-        } else {
-            vec![]
-        };
-        let mut body = json!({"metadata": {"finalizers": finalizers}});
-        if let Some(since) = &meta.create_pending {
-            body["metadata"]["annotations"] = json!({super::annotations::CREATE_PENDING: since});
-        }
+        let body = own_metadata(obj, &self.names, meta);
         let params = PatchParams::apply(&self.names.finalizer_manager).force();
         traced(self.write_span("apply metadata", obj), async {
             self.patch(obj, None, &params, &Patch::Apply(self.body(obj, body)))
@@ -398,5 +411,55 @@ mod tests {
         let cut = truncate(&"é".repeat(1000), MAX_EVENT_NOTE);
         assert!(cut.len() <= MAX_EVENT_NOTE, "{}", cut.len());
         assert!(cut.ends_with(TRUNCATED));
+    }
+
+    fn zone(labels: serde_json::Value) -> DynamicObject {
+        let mut metadata = json!({"name": "z", "namespace": "ns", "uid": "u1"});
+        metadata["labels"] = labels;
+        serde_json::from_value(json!({
+            "apiVersion": "pdns.orchard.dev/v1alpha1", "kind": "DnsZone",
+            "metadata": metadata,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_finalizer_managers_apply_names_the_bucket_label_so_that_it_stays_on() {
+        let names = Names::new("pdns-zone");
+        let meta = OwnMetadata {
+            finalizer: true,
+            create_pending: Some("2026-12-07T18:00:00Z".into()),
+        };
+        let body = own_metadata(
+            &zone(json!({"orchard.dev/shard-bucket": "42", "app": "x"})),
+            &names,
+            &meta,
+        );
+        assert_eq!(
+            body,
+            json!({"metadata": {
+                "finalizers": ["orchard.dev/pdns-zone"],
+                "annotations": {"orchard.dev/create-pending": "2026-12-07T18:00:00Z"},
+                "labels": {"orchard.dev/shard-bucket": "42"},
+            }})
+        );
+        // Released: no finalizer, the label still named; no bucket label: none named.
+        let released = own_metadata(
+            &zone(json!({"orchard.dev/shard-bucket": "42"})),
+            &names,
+            &OwnMetadata {
+                finalizer: false,
+                create_pending: None,
+            },
+        );
+        assert_eq!(released["metadata"]["finalizers"], json!([]));
+        assert_eq!(
+            released["metadata"]["labels"],
+            json!({"orchard.dev/shard-bucket": "42"})
+        );
+        for labels in [json!({}), json!({"orchard.dev/shard-bucket": "0042"})] {
+            let body = own_metadata(&zone(labels), &names, &meta);
+            assert!(body["metadata"].get("labels").is_none(), "{body}");
+        }
     }
 }

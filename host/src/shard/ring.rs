@@ -5,7 +5,7 @@
 //! The hash is SHA-256 (the first 8 bytes): stable across builds and platforms, so replicas
 //! of different versions agree on every assignment (`std`'s hasher makes no such promise).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
@@ -32,6 +32,16 @@ pub fn bucket_of(group: &str, kind: &str, namespace: &str, name: &str) -> u16 {
     // The modulo of a 64-bit hash by 256 is uniform, and below 256: it always fits.
     u16::try_from(hash(&format!("{group}/{kind}/{namespace}/{name}")) % u64::from(BUCKETS))
         .unwrap_or_default()
+}
+
+/// The bucket an object's labels name, when its bucket label holds one as the selectors spell
+/// it (`"7"`, not `"07"`, which no selector matches).
+pub fn labelled_bucket(labels: &BTreeMap<String, String>) -> Option<u16> {
+    let value = labels.get(BUCKET_LABEL)?;
+    value
+        .parse::<u16>()
+        .ok()
+        .filter(|b| *b < BUCKETS && b.to_string() == *value)
 }
 
 /// A hash ring over a set of replicas.
@@ -138,6 +148,17 @@ mod tests {
             assert_eq!(ring.owner(b), other.owner(b));
         }
         assert_eq!(Ring::new(&Vec::<String>::new()).owner(3), None);
+    }
+
+    #[test]
+    fn only_a_bucket_spelled_as_the_selectors_spell_it_is_a_labelled_bucket() {
+        let labels = |v: &str| BTreeMap::from([(BUCKET_LABEL.to_owned(), v.to_owned())]);
+        assert_eq!(labelled_bucket(&labels("7")), Some(7));
+        assert_eq!(labelled_bucket(&labels("255")), Some(255));
+        for not_one in ["07", "256", "-1", "x", ""] {
+            assert_eq!(labelled_bucket(&labels(not_one)), None, "{not_one:?}");
+        }
+        assert_eq!(labelled_bucket(&BTreeMap::new()), None);
     }
 
     #[test]

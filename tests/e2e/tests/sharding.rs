@@ -1,7 +1,8 @@
 //! Sharding against the real apiserver and PowerDNS: three replicas of one ring share 1,000
 //! zones; one is killed (`SIGKILL`) in the middle of the creates; the survivors take its buckets when
 //! its Lease expires; every zone becomes Available, exists exactly once in PowerDNS, and no
-//! zone is ever reconciled by two replicas at once (proved from the hosts' pass traces).
+//! zone is ever reconciled by two replicas at once (proved from the hosts' pass traces); every
+//! zone was labelled with its bucket in the write that put the plugin's finalizer on.
 //! And two replicas serving a Plugin from the real registry (signed with cosign): each its
 //! share of the kind, one writer of the Plugin's status, a new digest swapped in by both; and
 //! a replica that takes the buckets of one that left while the registry cannot be reached,
@@ -103,6 +104,56 @@ struct Pass {
     begin: u128,
     /// `None`: it never ended (its host was killed).
     end: Option<u128>,
+}
+
+/// `Err` (saying why) unless `zone`'s bucket label and pdns-zone's finalizer are both owned
+/// by one apply of pdns-zone's finalizer manager, the label by no other writer: a ring's
+/// labeller puts the finalizer on in the write that labels (one write where there were two).
+fn labelled_with_its_finalizer(zone: &kube::api::DynamicObject) -> Result<(), String> {
+    let label = format!("f:{BUCKET_LABEL}");
+    let owns_label =
+        |fields: &serde_json::Value| fields["f:metadata"]["f:labels"].get(&label).is_some();
+    let entries = zone.metadata.managed_fields.as_deref().unwrap_or_default();
+    let fields = |e: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+        e.fields_v1
+            .as_ref()
+            .map(|f| f.0.clone())
+            .unwrap_or_default()
+    };
+    let by_manager = entries.iter().find(|e| {
+        e.manager.as_deref() == Some("orchard.dev/pdns-zone/finalizer")
+            && e.operation.as_deref() == Some("Apply")
+    });
+    let Some(entry) = by_manager else {
+        return Err(format!(
+            "{}: no apply of the finalizer manager",
+            zone.name_any()
+        ));
+    };
+    let own = fields(entry);
+    if !owns_label(&own)
+        || own["f:metadata"]["f:finalizers"]
+            .get("v:\"orchard.dev/pdns-zone\"")
+            .is_none()
+    {
+        return Err(format!(
+            "{}: the finalizer manager owns {own}",
+            zone.name_any()
+        ));
+    }
+    let others: Vec<&str> = entries
+        .iter()
+        .filter(|e| !std::ptr::eq(*e, entry) && owns_label(&fields(e)))
+        .filter_map(|e| e.manager.as_deref())
+        .collect();
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: the bucket label is also written by {others:?}",
+            zone.name_any()
+        ))
+    }
 }
 
 /// Object → its passes, from the trace file the three hosts append to.
@@ -331,6 +382,16 @@ async fn three_replicas_share_1000_zones_and_a_killed_one_is_taken_over_without_
         let owner = before_kill[usize::from(expected)].clone();
         *share.entry(owner).or_default() += 1;
     }
+    let apart: Vec<String> = all_available
+        .iter()
+        .filter_map(|zone| labelled_with_its_finalizer(zone).err())
+        .collect();
+    assert!(
+        apart.is_empty(),
+        "{} of {OBJECTS} zones were not labelled in the write that put the finalizer on: {:?}",
+        apart.len(),
+        &apart[..apart.len().min(3)]
+    );
     for replica in REPLICAS {
         let n = share.get(replica).copied().unwrap_or(0);
         assert!(
