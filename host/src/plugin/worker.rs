@@ -389,6 +389,9 @@ impl Worker {
             description.clone(),
             stop.clone(),
         );
+        // The labeller ends with the controller, however it ends: it puts the plugin's
+        // finalizer on, which only a running controller takes off.
+        let labeller = stop.child_token();
         if let Some(shard) = &self.config.shard {
             // The kind's objects carry their bucket, which the controllers' selector reads (the
             // label goes on with the plugin's finalizer, in one write).
@@ -398,10 +401,11 @@ impl Worker {
                 crate::reconcile::Names::new(&description.name),
                 settings.namespace.clone(),
                 shard.assignment.clone(),
-                stop.clone(),
+                labeller.clone(),
             ));
         }
         let task = tokio::spawn(async move {
+            let _end_labeller = labeller.drop_guard();
             if let Err(e) = crate::reconcile::run(client, served, for_task, settings, token).await {
                 tracing::error!(plugin = %plugin, error = %e, "the kind's controller stopped");
             }
