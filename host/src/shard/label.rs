@@ -239,13 +239,8 @@ mod tests {
     }
 
     fn resource() -> ApiResource {
-        ApiResource {
-            group: "pdns.orchard.dev".into(),
-            version: "v1alpha1".into(),
-            api_version: "pdns.orchard.dev/v1alpha1".into(),
-            kind: "DnsZone".into(),
-            plural: "dnszones".into(),
-        }
+        let gvk = kube::api::GroupVersionKind::gvk("pdns.orchard.dev", "v1alpha1", "DnsZone");
+        ApiResource::from_gvk_with_plural(&gvk, "dnszones")
     }
 
     fn spec() -> Value {
