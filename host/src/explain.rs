@@ -135,8 +135,12 @@ pub struct HostLine {
 pub struct ShardLine {
     /// The ring, `namespace/name`.
     pub ring: String,
-    /// The object's bucket (its `orchard.dev/shard-bucket` label).
+    /// The object's bucket (its `orchard.dev/shard-bucket` label, or the bucket its key
+    /// hashes to while it has none).
     pub bucket: u16,
+    /// The object carries its bucket label: until it does, no replica's controllers see it
+    /// (the holder's labeller writes it, with the plugin's finalizer).
+    pub labelled: bool,
     /// The replica that holds the bucket now (`None`: free, in a hand-over, or unread).
     pub holder: Option<String>,
 }
@@ -219,7 +223,7 @@ pub async fn explain(
         Ok(hosts) => e.hosts = Some(hosts),
         Err(err) => e.notes.push(format!("hosts: the presence Leases: {err}")),
     }
-    e.shard = shard(client, &obj, e.hosts.as_deref(), &mut e.notes).await;
+    e.shard = shard(client, &obj, &resource, e.hosts.as_deref(), &mut e.notes).await;
     // Phase 5: journal.
     let admin = admin
         .map(str::to_owned)
@@ -493,15 +497,25 @@ fn lists_kind(kinds: &[String], resource: &ApiResource) -> bool {
     kinds.iter().any(|k| k.starts_with(&prefix))
 }
 
-/// The object's bucket and its holder, when the serving hosts are a shard ring's replicas
-/// and the object carries its bucket label. A table that cannot be read is said in `notes`.
+/// The object's bucket and its holder, when the serving hosts are a shard ring's replicas:
+/// the bucket its label names, or — not labelled yet — the one its key hashes to. A table
+/// that cannot be read is said in `notes`.
 async fn shard(
     client: &Client,
     obj: &DynamicObject,
+    resource: &ApiResource,
     hosts: Option<&[HostLine]>,
     notes: &mut Vec<String>,
 ) -> Option<ShardLine> {
-    let bucket = crate::shard::ring::labelled_bucket(obj.labels())?;
+    let labelled = crate::shard::ring::labelled_bucket(obj.labels());
+    let bucket = labelled.unwrap_or_else(|| {
+        crate::shard::ring::bucket_of(
+            &resource.group,
+            &resource.kind,
+            &obj.namespace().unwrap_or_default(),
+            &obj.name_any(),
+        )
+    });
     let ring = hosts?
         .iter()
         .find(|h| h.state == "serving")?
@@ -517,6 +531,7 @@ async fn shard(
     Some(ShardLine {
         ring: ring.to_owned(),
         bucket,
+        labelled: labelled.is_some(),
         holder,
     })
 }
@@ -603,6 +618,19 @@ pub fn verdict(e: &Explanation) -> String {
                 "being deleted: waiting for the host to delete the external resource".to_owned()
             }
         };
+    }
+    if let Some(shard) = e.shard.as_ref().filter(|s| !s.labelled) {
+        let labeller = shard.holder.as_deref().map_or_else(
+            || "no replica holds the bucket now (handed over)".to_owned(),
+            |h| format!("{h}'s labeller writes it, with the plugin's finalizer"),
+        );
+        return format!(
+            "not labelled with its shard bucket yet ({} {}, ring {}): no replica reconciles \
+             it until it is; {labeller}",
+            crate::shard::ring::BUCKET_LABEL,
+            shard.bucket,
+            shard.ring
+        );
     }
     let Some(p) = progressing else {
         return "not passed yet: its status has no conditions".to_owned();
@@ -731,11 +759,22 @@ pub fn render(e: &Explanation, now: Timestamp) -> String {
     if let Some(shard) = &e.shard {
         let holder = shard.holder.as_deref().map_or_else(
             || "no replica holds it now (handed over)".to_owned(),
-            |h| format!("{h} reconciles it"),
+            |h| {
+                if shard.labelled {
+                    format!("{h} reconciles it")
+                } else {
+                    format!("{h} labels it, then reconciles it")
+                }
+            },
         );
+        let unlabelled = if shard.labelled {
+            ""
+        } else {
+            " (not labelled yet)"
+        };
         let _ = writeln!(
             out,
-            "  bucket {} of ring {}: {holder}",
+            "  bucket {}{unlabelled} of ring {}: {holder}",
             shard.bucket, shard.ring
         );
     }
@@ -1047,6 +1086,7 @@ mod tests {
         e.shard = Some(ShardLine {
             ring: "ops/main".into(),
             bucket: 17,
+            labelled: true,
             holder: Some("orchard-1".into()),
         });
         assert_eq!(
@@ -1073,6 +1113,7 @@ mod tests {
         e.shard = Some(ShardLine {
             ring: "ops/main".into(),
             bucket: 17,
+            labelled: true,
             holder: Some("orchard-1".into()),
         });
         let text = render(&e, Timestamp::UNIX_EPOCH);
@@ -1093,5 +1134,39 @@ mod tests {
             text.contains("bucket 17 of ring ops/main: no replica holds it now"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_object_a_ring_has_not_labelled_yet_says_which_replica_labels_it() {
+        let mut e = explanation(vec![]);
+        e.hosts = Some(vec![
+            replica("orchard-0", "http://10.0.0.1:8080"),
+            replica("orchard-1", "http://10.0.0.2:8080"),
+        ]);
+        e.shard = Some(ShardLine {
+            ring: "ops/main".into(),
+            bucket: 17,
+            labelled: false,
+            holder: Some("orchard-1".into()),
+        });
+        assert_eq!(
+            verdict(&e),
+            "not labelled with its shard bucket yet (orchard.dev/shard-bucket 17, ring ops/main): \
+             no replica reconciles it until it is; orchard-1's labeller writes it, with the \
+             plugin's finalizer"
+        );
+        let text = render(&e, Timestamp::UNIX_EPOCH);
+        assert!(
+            text.contains(
+                "  bucket 17 (not labelled yet) of ring ops/main: orchard-1 labels it, then reconciles it"
+            ),
+            "{text}"
+        );
+        // Labelled, the verdict is the conditions' again.
+        e.shard = Some(ShardLine {
+            labelled: true,
+            ..e.shard.clone().unwrap()
+        });
+        assert_eq!(verdict(&e), "not passed yet: its status has no conditions");
     }
 }
