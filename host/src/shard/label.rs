@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::Assignment;
 use super::ring::{BUCKET_LABEL, BUCKETS, bucket_of};
 use crate::reconcile::annotations::CREATE_PENDING;
-use crate::reconcile::machinery::cache::WatchBackoff;
+use crate::reconcile::machinery::cache::{CachedObject, WatchBackoff};
 use crate::reconcile::{Names, has_finalizer};
 
 /// Label patches in flight per kind.
@@ -61,13 +61,13 @@ struct Unlabelled {
 }
 
 impl Unlabelled {
-    fn of(obj: &DynamicObject, bucket: u16, names: &Names) -> Self {
+    fn of(obj: &CachedObject, bucket: u16, names: &Names) -> Self {
         // The flow's first pass puts the finalizer on every object it does not refuse or
         // hold; one already there stays.
         let finalizer = has_finalizer(obj, &names.finalizer)
             || (obj.metadata.deletion_timestamp.is_none()
                 && !crate::reconcile::flow::is_paused(obj)
-                && crate::reconcile::flow::envelope::decode(&obj.data["spec"]).is_ok());
+                && crate::reconcile::flow::envelope::decode(&obj.object().data["spec"]).is_ok());
         Self {
             bucket,
             uid: obj.uid().unwrap_or_default(),
@@ -105,10 +105,12 @@ pub async fn run(
     mut assignment: watch::Receiver<Assignment>,
     stop: CancellationToken,
 ) {
-    // Whole objects: whether the flow would put the finalizer on reads the spec.
-    let api: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
+    // Whole objects — whether the flow would put the finalizer on reads the spec — decoded
+    // as the cache decodes them (`managedFields` skipped unread).
+    let shared = Arc::new(resource.clone());
+    let api: Api<CachedObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &shared),
+        None => Api::all_with(client.clone(), &shared),
     };
     let events = watcher(
         api,
@@ -226,7 +228,7 @@ mod tests {
         assert_eq!(s.matches(',').count(), usize::from(BUCKETS) - 1);
     }
 
-    fn zone(mut metadata: Value, spec: &Value) -> DynamicObject {
+    fn zone(mut metadata: Value, spec: &Value) -> CachedObject {
         metadata["name"] = json!("z");
         metadata["namespace"] = json!("ns");
         metadata["uid"] = json!("u1");

@@ -312,7 +312,7 @@ pub async fn reconcile_object(obj: &DynamicObject, ctx: &Context) -> Result<(Pas
 }
 
 /// Whether the operator paused the object ([`PAUSED`]).
-pub(crate) fn is_paused(obj: &DynamicObject) -> bool {
+pub(crate) fn is_paused(obj: &impl kube::Resource) -> bool {
     obj.annotations().get(PAUSED).is_some_and(|v| v == "true")
 }
 
