@@ -856,7 +856,7 @@ async fn serve_shards(
             tokio::spawn(crate::shard::label::run(
                 client.clone(),
                 crate::crd::api_resource(description),
-                crate::reconcile::Names::new(&description.name),
+                description.name.clone(),
                 namespace.clone(),
                 shard.assignment(),
                 labellers.clone(),

@@ -36,6 +36,9 @@
 //!   (terminal: fix the spec), `paused` ([`super::journal`] keeps it);
 //! - `orchard_objects_unsettled_oldest_seconds{plugin,kind}`: how long the object that has been
 //!   progressing or retrying longest has been so (0: none), computed when scraped;
+//! - `orchard_shard_unlabelled_oldest_seconds{plugin,kind}`: in a shard ring, how long the
+//!   oldest object of a bucket this replica serves has waited for its bucket label (0: none) —
+//!   until it has it, no replica reconciles it ([`crate::shard::label`]);
 //! - `orchard_conversions_total{plugin,result}`: objects the conversion webhook converted
 //!   (`ok`) or could not (`failed`);
 //! - `orchard_storage_migrated_objects_total{plugin}`: objects rewritten at their kind's
@@ -127,6 +130,7 @@ pub struct Metrics {
     ready: Gauge,
     objects: Family<ObjectLabels, Gauge>,
     unsettled_oldest: Family<KindLabels, Gauge>,
+    unlabelled_oldest: Family<KindLabels, Gauge>,
     conversions: Family<ConversionLabels, Counter>,
     migrated: Family<PluginLabels, Counter>,
 }
@@ -309,6 +313,12 @@ impl Metrics {
             "How long the longest progressing or retrying object has been so",
             unsettled_oldest.clone(),
         );
+        let unlabelled_oldest = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "shard_unlabelled_oldest_seconds",
+            "How long the oldest object of a bucket this replica serves has waited for its shard bucket label (0: none)",
+            unlabelled_oldest.clone(),
+        );
         let conversions = Family::<ConversionLabels, Counter>::default();
         registry.register(
             "conversions",
@@ -344,6 +354,7 @@ impl Metrics {
             ready,
             objects,
             unsettled_oldest,
+            unlabelled_oldest,
             conversions,
             migrated,
         }
@@ -376,6 +387,17 @@ impl Metrics {
     /// The longest an object of `plugin`'s `kind` has been progressing or retrying.
     pub fn set_unsettled_oldest(&self, plugin: &str, kind: &str, seconds: i64) {
         self.unsettled_oldest
+            .get_or_create(&KindLabels {
+                plugin: plugin.to_owned(),
+                kind: kind.to_owned(),
+            })
+            .set(seconds);
+    }
+
+    /// The longest an object of `plugin`'s `kind`, in a bucket this replica serves, has waited
+    /// for its shard bucket label.
+    pub fn set_unlabelled_oldest(&self, plugin: &str, kind: &str, seconds: i64) {
+        self.unlabelled_oldest
             .get_or_create(&KindLabels {
                 plugin: plugin.to_owned(),
                 kind: kind.to_owned(),

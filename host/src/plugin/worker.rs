@@ -398,7 +398,7 @@ impl Worker {
             tokio::spawn(crate::shard::label::run(
                 self.client.clone(),
                 crate::crd::api_resource(description),
-                crate::reconcile::Names::new(&description.name),
+                description.name.clone(),
                 settings.namespace.clone(),
                 shard.assignment.clone(),
                 labeller.clone(),

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -95,12 +95,19 @@ impl Unlabelled {
     }
 }
 
+/// An unlabelled object and since when this labeller has seen it so.
+struct Waiting {
+    object: Unlabelled,
+    since: Instant,
+}
+
 /// Labels the objects of `resource` (in `namespace`, or all) whose bucket this replica
-/// serves, until `stop`; `names` are the plugin's (its finalizer and its manager).
+/// serves, until `stop`, with plugin `plugin`'s finalizer; publishes how long the oldest of
+/// them has waited (`orchard_shard_unlabelled_oldest_seconds`).
 pub async fn run(
     client: Client,
     resource: ApiResource,
-    names: Names,
+    plugin: String,
     namespace: Option<String>,
     mut assignment: watch::Receiver<Assignment>,
     stop: CancellationToken,
@@ -118,8 +125,15 @@ pub async fn run(
     )
     .backoff(WatchBackoff::new());
     let mut events = std::pin::pin!(events);
-    // (namespace, name) → every object seen without a valid label.
-    let mut unlabelled: HashMap<(String, String), Unlabelled> = HashMap::new();
+    let names = Names::new(&plugin);
+    let _gauge = Gauge {
+        plugin: plugin.clone(),
+        kind: resource.kind.clone(),
+    };
+    // (namespace, name) → every object seen without a valid label; during a re-list, those
+    // of the list before (how long they have waited carries over).
+    let mut unlabelled: HashMap<(String, String), Waiting> = HashMap::new();
+    let mut before_relist: HashMap<(String, String), Waiting> = HashMap::new();
     let mut serving: BTreeSet<u16> = assignment.borrow_and_update().buckets.clone();
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     // Objects whose patch is queued or in flight: never two patches of one object at once.
@@ -167,13 +181,17 @@ pub async fn run(
                     if serving.contains(&bucket) {
                         label(&key, &object);
                     }
-                    unlabelled.insert(key, object);
+                    let since = unlabelled
+                        .get(&key)
+                        .or_else(|| before_relist.get(&key))
+                        .map_or_else(Instant::now, |w| w.since);
+                    unlabelled.insert(key, Waiting { object, since });
                 }
                 Some(Ok(watcher::Event::Delete(o))) => {
                     unlabelled.remove(&(o.namespace().unwrap_or_default(), o.name_any()));
                 }
-                Some(Ok(watcher::Event::Init)) => unlabelled.clear(),
-                Some(Ok(watcher::Event::InitDone)) => {}
+                Some(Ok(watcher::Event::Init)) => before_relist = std::mem::take(&mut unlabelled),
+                Some(Ok(watcher::Event::InitDone)) => before_relist.clear(),
                 Some(Err(e)) => tracing::warn!(kind = %resource.kind, error = %e, "watch of unlabelled objects failed; retrying"),
             },
             changed = assignment.changed() => {
@@ -181,19 +199,26 @@ pub async fn run(
                     return;
                 }
                 serving = assignment.borrow_and_update().buckets.clone();
-                for (key, object) in &unlabelled {
-                    if serving.contains(&object.bucket) {
-                        label(key, object);
+                for (key, w) in &unlabelled {
+                    if serving.contains(&w.object.bucket) {
+                        label(key, &w.object);
                     }
                 }
             }
             _ = rescan.tick() => {
                 // Labelled objects leave the watch; what is still here needs another try.
-                for (key, object) in &unlabelled {
-                    if serving.contains(&object.bucket) {
-                        label(key, object);
+                let mut oldest = Duration::ZERO;
+                for (key, w) in &unlabelled {
+                    if serving.contains(&w.object.bucket) {
+                        label(key, &w.object);
+                        oldest = oldest.max(w.since.elapsed());
                     }
                 }
+                crate::ops::metrics::global().set_unlabelled_oldest(
+                    &plugin,
+                    &resource.kind,
+                    i64::try_from(oldest.as_secs()).unwrap_or(i64::MAX),
+                );
             }
         }
     }
@@ -202,6 +227,19 @@ pub async fn run(
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned set only means a panic between two whole inserts.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Sets the kind's `orchard_shard_unlabelled_oldest_seconds` back to 0 when the labeller ends,
+/// however it ends: a labeller that stopped waits for nothing.
+struct Gauge {
+    plugin: String,
+    kind: String,
+}
+
+impl Drop for Gauge {
+    fn drop(&mut self) {
+        crate::ops::metrics::global().set_unlabelled_oldest(&self.plugin, &self.kind, 0);
+    }
 }
 
 /// Takes an object off the in-flight set when its patch task ends, however it ends.
