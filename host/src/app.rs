@@ -9,7 +9,9 @@
 //! 3. **connect** — the Kubernetes client (the one given, else KUBECONFIG / in-cluster);
 //!    a replica of a leader election or a shard ring that watches Plugins starts loading
 //!    them, standing by ([`crate::plugin::config::Role::Standby`]: converting their kinds,
-//!    ready to take over) until it serves them (phase 7 hands over);
+//!    ready to take over) until it serves them (phase 7 hands over); only then is the host
+//!    ready as far as loading goes (`/readyz` never says ready before the conversion webhook
+//!    listens and a standby's loads are counted);
 //! 4. **lead** — acquire the leader Lease, when configured (a shutdown while waiting ends
 //!    cleanly);
 //! 5. **announce** — this host's presence ([`crate::ops::presence`]): when another host
@@ -383,7 +385,6 @@ impl App {
                 }
             }
         }
-        health.set_plugins_loaded();
 
         // Phase 2b: the conversion webhook, served before any wait (the apiserver calls it
         // for every read at a version other than the stored one, whoever leads).
@@ -415,6 +416,12 @@ impl App {
             kept: &kept,
         };
         let standby = StandbyHost::start(&config, &served, &health);
+        // Ready, as far as loading goes, only now: the static plugins loaded, the webhook
+        // listening, and a standby's Plugin host counted among the loads `/readyz` waits for
+        // (it holds one from its making). Said any earlier, a replica started beside a leader
+        // answered ready before its webhook listened, and a conversion sent to it at once was
+        // refused.
+        health.set_plugins_loaded();
         // Phase 4: lead (or join the shard ring).
         let mut shard = None;
         if let Some(sharding) = &config.sharding {

@@ -44,7 +44,8 @@ pub struct Health {
 }
 
 impl Health {
-    /// Every plugin is loaded and described.
+    /// Every plugin is loaded and described, the conversion webhook listens, and a standby's
+    /// loads are counted ([`Health::pending`]).
     pub fn set_plugins_loaded(&self) {
         self.plugins_loaded.store(true, Ordering::SeqCst);
     }
@@ -97,7 +98,7 @@ impl Health {
     pub fn waiting_for(&self) -> Vec<String> {
         let mut waits = Vec::new();
         if !self.plugins_loaded.load(Ordering::SeqCst) {
-            waits.push("the plugins to load".to_owned());
+            waits.push("the plugins to load (and the webhook to listen)".to_owned());
         }
         let pending = self.pending.load(Ordering::SeqCst);
         if pending > 0 {
@@ -156,7 +157,10 @@ mod tests {
     #[test]
     fn what_readiness_waits_for_is_said_in_words_and_nothing_once_ready() {
         let health = Arc::new(Health::default());
-        assert_eq!(health.waiting_for(), ["the plugins to load"]);
+        assert_eq!(
+            health.waiting_for(),
+            ["the plugins to load (and the webhook to listen)"]
+        );
         health.set_plugins_loaded();
         let listing = health.pending();
         health.expect_controllers(2);
