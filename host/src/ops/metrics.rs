@@ -38,7 +38,8 @@
 //!   progressing or retrying longest has been so (0: none), computed when scraped;
 //! - `orchard_shard_unlabelled_oldest_seconds{plugin,kind}`: in a shard ring, how long the
 //!   oldest object of a bucket this replica serves has waited for its bucket label (0: none) —
-//!   until it has it, no replica reconciles it ([`crate::shard::label`]);
+//!   until it has it, no replica reconciles it ([`crate::shard::label`]); 0 for every kind a
+//!   host serves outside a ring;
 //! - `orchard_conversions_total{plugin,result}`: objects the conversion webhook converted
 //!   (`ok`) or could not (`failed`);
 //! - `orchard_storage_migrated_objects_total{plugin}`: objects rewritten at their kind's
@@ -533,6 +534,11 @@ impl Metrics {
             });
         }
         let _ = self.unsettled_oldest.get_or_create(&KindLabels {
+            plugin: plugin.to_owned(),
+            kind: kind.to_owned(),
+        });
+        // 0 outside a shard ring: nothing waits for a label there.
+        let _ = self.unlabelled_oldest.get_or_create(&KindLabels {
             plugin: plugin.to_owned(),
             kind: kind.to_owned(),
         });
