@@ -517,7 +517,8 @@ impl Metrics {
     }
 
     /// `plugin` serves `kind`: its failing passes by each reason in `reasons`, its objects by
-    /// each state and the age of its longest-unsettled object start at zero.
+    /// each state, the age of its longest-unsettled object and of its oldest object waiting
+    /// for a shard label start at zero.
     pub fn kind_served(&self, plugin: &str, kind: &str, reasons: &[&str]) {
         for reason in reasons {
             let _ = self.errors.get_or_create(&ErrorLabels {
