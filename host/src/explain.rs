@@ -1103,9 +1103,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_rendering_names_the_plugin_a_host_serves_the_kind_by_and_the_bucket_s_holder() {
-        let mut e = explanation(vec![condition("Available", "True", "Success", "ok")]);
+    /// `e` served by the two replicas of ring `ops/main`, its bucket 17 held by `orchard-1`.
+    fn in_ring(e: &mut Explanation, labelled: bool) {
         e.hosts = Some(vec![
             replica("orchard-0", "http://10.0.0.1:8080"),
             replica("orchard-1", "http://10.0.0.2:8080"),
@@ -1113,9 +1112,15 @@ mod tests {
         e.shard = Some(ShardLine {
             ring: "ops/main".into(),
             bucket: 17,
-            labelled: true,
+            labelled,
             holder: Some("orchard-1".into()),
         });
+    }
+
+    #[test]
+    fn the_rendering_names_the_plugin_a_host_serves_the_kind_by_and_the_bucket_s_holder() {
+        let mut e = explanation(vec![condition("Available", "True", "Success", "ok")]);
+        in_ring(&mut e, true);
         let text = render(&e, Timestamp::UNIX_EPOCH);
         assert!(
             text.contains("orchard-0 — serving through Plugin zones since"),
@@ -1139,16 +1144,7 @@ mod tests {
     #[test]
     fn an_object_a_ring_has_not_labelled_yet_says_which_replica_labels_it() {
         let mut e = explanation(vec![]);
-        e.hosts = Some(vec![
-            replica("orchard-0", "http://10.0.0.1:8080"),
-            replica("orchard-1", "http://10.0.0.2:8080"),
-        ]);
-        e.shard = Some(ShardLine {
-            ring: "ops/main".into(),
-            bucket: 17,
-            labelled: false,
-            holder: Some("orchard-1".into()),
-        });
+        in_ring(&mut e, false);
         assert_eq!(
             verdict(&e),
             "not labelled with its shard bucket yet (orchard.dev/shard-bucket 17, ring ops/main): \
