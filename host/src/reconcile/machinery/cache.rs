@@ -377,18 +377,44 @@ pub fn skeleton(obj: &mut CachedObject) {
     prune(obj);
     obj.metadata.labels = None;
     obj.metadata.annotations = None;
-    let mut fields = Value::Object(obj.fields());
-    // (Indexing a `Value` makes the missing levels: an object without a status has no id.)
-    let id = fields["status"]["id"].take();
-    let mut fields = match fields {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
+    // Every event of every object of the kind is cut here, in every replica of a ring: the
+    // rest of the status (conditions, the observed resource) is skipped unread, not decoded
+    // into a tree and dropped.
+    let cut = obj
+        .data
+        .as_deref()
+        .map_or(Ok(Cut::default()), serde_json::from_str::<Cut>);
+    let Ok(Cut { spec, status }) = cut else {
+        // Fields the cut cannot read (a status that is not an object): kept as they are
+        // read everywhere else.
+        obj.data = encode(
+            obj.fields()
+                .into_iter()
+                .filter(|(k, _)| k == "spec")
+                .collect(),
+        );
+        return;
     };
-    fields.retain(|k, _| k == "spec");
-    if !id.is_null() {
+    let mut fields = serde_json::Map::new();
+    if let Some(spec) = spec {
+        fields.insert("spec".to_owned(), spec);
+    }
+    if let Some(id) = status.and_then(|s| s.id).filter(|id| !id.is_null()) {
         fields.insert("status".to_owned(), serde_json::json!({ "id": id }));
     }
     obj.data = encode(fields);
+}
+
+/// What [`skeleton`] reads of an object's fields: the spec, and the status's id.
+#[derive(Default, serde::Deserialize)]
+struct Cut {
+    spec: Option<Value>,
+    status: Option<CutStatus>,
+}
+
+#[derive(serde::Deserialize)]
+struct CutStatus {
+    id: Option<Value>,
 }
 
 impl KindCache {
@@ -818,6 +844,21 @@ mod tests {
         assert!(
             not_an_object.to_string().contains("a Kubernetes object"),
             "{not_an_object}"
+        );
+    }
+
+    #[test]
+    fn a_skeleton_of_an_object_whose_status_is_not_an_object_keeps_its_spec() {
+        let mut obj: CachedObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "X", "metadata": {"name": "x"},
+            "spec": {"resource": {"name": "a"}}, "status": "broken",
+        }))
+        .unwrap();
+        skeleton(&mut obj);
+        let obj = obj.object();
+        assert_eq!(
+            obj.data,
+            serde_json::json!({"spec": {"resource": {"name": "a"}}})
         );
     }
 
