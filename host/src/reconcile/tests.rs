@@ -685,6 +685,58 @@ async fn a_new_object_is_created_in_two_writes_plus_its_event() {
     assert_eq!(condition(&obj, "Progressing").1, "Success");
 }
 
+/// A new object as a shard ring's labeller leaves it (`crate::shard::label`): its bucket label
+/// and our finalizer, put on in one write before any pass.
+fn labelled_and_finalized(name: &str) -> DynamicObject {
+    let mut obj = managed(name);
+    obj.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+    obj.metadata
+        .labels
+        .get_or_insert_default()
+        .insert(crate::shard::ring::BUCKET_LABEL.to_owned(), "7".to_owned());
+    obj
+}
+
+#[tokio::test]
+async fn a_new_object_a_ring_labelled_with_our_finalizer_is_created_without_a_metadata_write() {
+    let w = World::new(labelled_and_finalized("a"));
+    let (pass, next) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    assert_eq!(next, Next::Wait);
+    let writes = w.cluster.writes();
+    assert_eq!(kinds(&writes), ["event Created", "status(id=\"ext-a\")"]);
+    assert_eq!(objects_writes(&writes), 1, "the status alone");
+    assert_eq!(w.system.calls(), CREATING_PASS);
+    assert_eq!(condition(&w.object(), "Available").0, "True");
+}
+
+#[tokio::test]
+async fn a_plugin_that_cannot_adopt_still_marks_its_create_when_a_ring_put_the_finalizer_on() {
+    let w = World::with(
+        System {
+            cannot_adopt: true,
+            ..System::default()
+        },
+        labelled_and_finalized("a"),
+    );
+    let (pass, _) = w.pass().await;
+    assert!(pass.is_done(), "{pass:?}");
+    // The finalizer being there already saves nothing here: the marker must precede the
+    // create, and goes with the id.
+    assert_eq!(
+        kinds(&w.cluster.writes()),
+        [
+            "metadata(finalizer=true, marker=true)",
+            "status.id=Some(\"ext-a\")",
+            "event Created",
+            "metadata(finalizer=true, marker=false)",
+            "status(id=\"ext-a\")",
+        ]
+    );
+    // (Its lookup answers that adoption does not apply, then the create.)
+    assert_eq!(w.system.calls(), CREATING_PASS);
+}
+
 #[tokio::test]
 async fn a_plugin_that_cannot_adopt_gets_its_id_recorded_at_once() {
     let w = World::with(
