@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -144,7 +144,9 @@ pub async fn run(
         if !lock(&labelling).insert(key.clone()) {
             return;
         }
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &key.0, &resource);
+        // The answer (the whole object, `managedFields` and all) is decoded as the cache
+        // decodes it: nothing of it is read.
+        let api: Api<CachedObject> = Api::namespaced_with(client.clone(), &key.0, &shared);
         let body = object.apply(&resource, &names, &key.1);
         let (key, permits, labelling) = (key.clone(), Arc::clone(&permits), Arc::clone(&labelling));
         let (kind, params) = (resource.kind.clone(), params.clone());
