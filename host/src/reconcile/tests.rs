@@ -711,52 +711,39 @@ async fn a_new_object_a_ring_labelled_with_our_finalizer_is_created_without_a_me
 }
 
 #[tokio::test]
-async fn a_plugin_that_cannot_adopt_still_marks_its_create_when_a_ring_put_the_finalizer_on() {
-    let w = World::with(
-        System {
-            cannot_adopt: true,
-            ..System::default()
-        },
-        labelled_and_finalized("a"),
-    );
-    let (pass, _) = w.pass().await;
-    assert!(pass.is_done(), "{pass:?}");
-    // The finalizer being there already saves nothing here: the marker must precede the
-    // create, and goes with the id.
-    assert_eq!(
-        kinds(&w.cluster.writes()),
-        [
-            "metadata(finalizer=true, marker=true)",
-            "status.id=Some(\"ext-a\")",
-            "event Created",
-            "metadata(finalizer=true, marker=false)",
-            "status(id=\"ext-a\")",
-        ]
-    );
-    // (Its lookup answers that adoption does not apply, then the create.)
-    assert_eq!(w.system.calls(), CREATING_PASS);
-}
-
-#[tokio::test]
 async fn a_plugin_that_cannot_adopt_gets_its_id_recorded_at_once() {
-    let w = World::with(
-        System {
-            cannot_adopt: true,
-            ..System::default()
-        },
-        managed("a"),
-    );
-    w.pass().await;
-    assert_eq!(
-        kinds(&w.cluster.writes()),
-        [
-            "metadata(finalizer=true, marker=true)",
-            "status.id=Some(\"ext-a\")",
-            "event Created",
-            "metadata(finalizer=true, marker=false)",
-            "status(id=\"ext-a\")",
-        ]
-    );
+    // Also when a ring's labeller put the finalizer on: that saves nothing here, the marker
+    // must precede the create, and goes with the id.
+    for (what, obj) in [
+        ("new", managed("a")),
+        (
+            "labelled and finalized by a ring",
+            labelled_and_finalized("a"),
+        ),
+    ] {
+        let w = World::with(
+            System {
+                cannot_adopt: true,
+                ..System::default()
+            },
+            obj,
+        );
+        let (pass, _) = w.pass().await;
+        assert!(pass.is_done(), "{what}: {pass:?}");
+        assert_eq!(
+            kinds(&w.cluster.writes()),
+            [
+                "metadata(finalizer=true, marker=true)",
+                "status.id=Some(\"ext-a\")",
+                "event Created",
+                "metadata(finalizer=true, marker=false)",
+                "status(id=\"ext-a\")",
+            ],
+            "{what}"
+        );
+        // (Its lookup answers that adoption does not apply, then the create.)
+        assert_eq!(w.system.calls(), CREATING_PASS, "{what}");
+    }
 }
 
 #[tokio::test]
