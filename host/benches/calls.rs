@@ -18,7 +18,8 @@
 //!   (keep-alive, answers a zone), the plugin's connection pool reused between calls. `<build>`
 //!   is `current`, and for each directory of `ORCHARD_BENCH_BASELINE_DIRS` (`:`-separated)
 //!   that holds a `pdns_zone.wasm`, that build, named after the directory: other builds measured in the same run,
-//!   interleaved (before/after a change of the plugin or its SDK; `load/pdns-zone-<dir>/*` too).
+//!   interleaved (before/after a change of the plugin or its SDK; `load/pdns-zone-<dir>/*` too);
+//!   with `ORCHARD_BENCH_INTERLEAVED=<n>`, call by call as well (below).
 //! - `call/{go-rabbitmq-exchange,python-rabbitmq-vhost}/{observed,get_by_id_http,create_http}/<build>`:
 //!   the same for the Go and Python actuators on their standard HTTP clients (net/http through
 //!   `orchard.Transport()`, `requests` through the SDK's transport adapter), against a loopback
@@ -299,6 +300,7 @@ fn pdns_zone_calls(c: &mut Criterion) {
         let created = rt.block_on(actuator.create(&obj)).unwrap().unwrap();
         assert_eq!(created.id, "example.org.", "{build}");
     }
+    interleaved(&rt, "pdns-zone", &builds, &obj, &zone);
     bench_builds(c, &rt, "pdns-zone", &builds, &obj, &zone);
     // Each build's pool keeps its connection: a few connections for every call of the run.
     eprintln!(
@@ -447,35 +449,49 @@ fn rabbitmq_calls(c: &mut Criterion) {
             let observed = rt.block_on(actuator.observed(res)).unwrap();
             assert!(observed.is_object(), "{name}/{build}: observed {observed}");
         }
-        if let Some(rounds) = interleaved_rounds() {
-            for call in ["observed", "get_by_id_http", "create_http"] {
-                let mut times = vec![Vec::with_capacity(rounds); builds.len()];
-                for round in 0..rounds {
-                    // Each round starts with the next build: none is always first or last.
-                    for i in (0..builds.len()).map(|i| (i + round) % builds.len()) {
-                        let start = Instant::now();
-                        rt.block_on(http_call(call, &builds[i].1, obj, res));
-                        times[i].push(start.elapsed());
-                    }
-                }
-                for ((build, _), times) in builds.iter().zip(&mut times) {
-                    times.sort_unstable();
-                    let at = |q: usize| times[(times.len() - 1) * q / 4].as_secs_f64() * 1e6;
-                    eprintln!(
-                        "interleaved call/{name}/{call}/{build}: median {:.0} µs (quartiles {:.0}–{:.0}, {rounds} calls)",
-                        at(2),
-                        at(1),
-                        at(3)
-                    );
-                }
-            }
-        }
+        interleaved(&rt, name, &builds, obj, res);
         bench_builds(c, &rt, name, &builds, obj, res);
     }
     eprintln!(
         "RabbitMQ stand-in: {} connections accepted",
         accepted.load(Ordering::Relaxed)
     );
+}
+
+/// With `ORCHARD_BENCH_INTERLEAVED=<n>` ([`interleaved_rounds`]): each call of an actuator with
+/// an HTTP API `n` times per build, the builds taking turns call by call, and the median and
+/// quartiles of each build printed.
+fn interleaved(
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    builds: &[(String, ComponentActuator)],
+    obj: &ManagedObject,
+    res: &ExternalResource,
+) {
+    let Some(rounds) = interleaved_rounds() else {
+        return;
+    };
+    for call in ["observed", "get_by_id_http", "create_http"] {
+        let mut times = vec![Vec::with_capacity(rounds); builds.len()];
+        for round in 0..rounds {
+            // Each round starts with the next build: none is always first or last.
+            for i in (0..builds.len()).map(|i| (i + round) % builds.len()) {
+                let start = Instant::now();
+                rt.block_on(http_call(call, &builds[i].1, obj, res));
+                times[i].push(start.elapsed());
+            }
+        }
+        for ((build, _), times) in builds.iter().zip(&mut times) {
+            times.sort_unstable();
+            let at = |q: usize| times[(times.len() - 1) * q / 4].as_secs_f64() * 1e6;
+            eprintln!(
+                "interleaved call/{name}/{call}/{build}: median {:.0} µs (quartiles {:.0}–{:.0}, {rounds} calls)",
+                at(2),
+                at(1),
+                at(3)
+            );
+        }
+    }
 }
 
 /// The builds of the plugin in `file` ([`builds`]), loaded with `url` on their allow-list.
@@ -538,8 +554,8 @@ async fn http_call(
     }
 }
 
-/// `ORCHARD_BENCH_INTERLEAVED=<n>`: before their criterion groups, the RabbitMQ actuators' calls
-/// also run `n` times each with the builds taking turns call by call, and the median and
+/// `ORCHARD_BENCH_INTERLEAVED=<n>`: before their criterion groups, the calls of pdns-zone and the
+/// RabbitMQ actuators also run `n` times each with the builds taking turns call by call, and the median and
 /// quartiles of each build are printed: on a loaded machine every build then sees the same
 /// load, where criterion measures one build for seconds before the next.
 fn interleaved_rounds() -> Option<usize> {
