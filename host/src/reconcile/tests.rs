@@ -657,34 +657,6 @@ const CREATING_PASS: [&str; 5] = [
     "observed",
 ];
 
-#[tokio::test]
-async fn a_new_object_is_created_in_two_writes_plus_its_event() {
-    let w = World::new(managed("a"));
-    let (pass, next) = w.pass().await;
-    assert!(pass.is_done(), "{pass:?}");
-    assert_eq!(next, Next::Wait);
-    let writes = w.cluster.writes();
-    // The plugin can adopt: the finalizer alone comes before the create (no marker).
-    assert_eq!(
-        kinds(&writes),
-        [
-            "metadata(finalizer=true, marker=false)",
-            "event Created",
-            "status(id=\"ext-a\")",
-        ]
-    );
-    assert_eq!(objects_writes(&writes), 2);
-    assert_eq!(w.system.calls(), CREATING_PASS);
-    let obj = w.object();
-    assert_eq!(obj.data["status"]["id"], "ext-a");
-    assert!(
-        !obj.annotations().contains_key(CREATE_PENDING),
-        "the marker is gone"
-    );
-    assert_eq!(condition(&obj, "Available").0, "True");
-    assert_eq!(condition(&obj, "Progressing").1, "Success");
-}
-
 /// A new object as a shard ring's labeller leaves it (`crate::shard::label`): its bucket label
 /// and our finalizer, put on in one write before any pass.
 fn labelled_and_finalized(name: &str) -> DynamicObject {
@@ -698,16 +670,44 @@ fn labelled_and_finalized(name: &str) -> DynamicObject {
 }
 
 #[tokio::test]
-async fn a_new_object_a_ring_labelled_with_our_finalizer_is_created_without_a_metadata_write() {
-    let w = World::new(labelled_and_finalized("a"));
-    let (pass, next) = w.pass().await;
-    assert!(pass.is_done(), "{pass:?}");
-    assert_eq!(next, Next::Wait);
-    let writes = w.cluster.writes();
-    assert_eq!(kinds(&writes), ["event Created", "status(id=\"ext-a\")"]);
-    assert_eq!(objects_writes(&writes), 1, "the status alone");
-    assert_eq!(w.system.calls(), CREATING_PASS);
-    assert_eq!(condition(&w.object(), "Available").0, "True");
+async fn a_new_object_is_created_in_two_writes_plus_its_event_one_when_a_ring_finalized_it() {
+    // The plugin can adopt: the finalizer alone comes before the create (no marker); a ring's
+    // labeller put it on already, so that pass writes the status alone.
+    for (what, obj, expected, object_writes) in [
+        (
+            "new",
+            managed("a"),
+            &[
+                "metadata(finalizer=true, marker=false)",
+                "event Created",
+                "status(id=\"ext-a\")",
+            ][..],
+            2,
+        ),
+        (
+            "labelled and finalized by a ring",
+            labelled_and_finalized("a"),
+            &["event Created", "status(id=\"ext-a\")"][..],
+            1,
+        ),
+    ] {
+        let w = World::new(obj);
+        let (pass, next) = w.pass().await;
+        assert!(pass.is_done(), "{what}: {pass:?}");
+        assert_eq!(next, Next::Wait, "{what}");
+        let writes = w.cluster.writes();
+        assert_eq!(kinds(&writes), expected, "{what}");
+        assert_eq!(objects_writes(&writes), object_writes, "{what}");
+        assert_eq!(w.system.calls(), CREATING_PASS, "{what}");
+        let obj = w.object();
+        assert_eq!(obj.data["status"]["id"], "ext-a", "{what}");
+        assert!(
+            !obj.annotations().contains_key(CREATE_PENDING),
+            "{what}: the marker is gone"
+        );
+        assert_eq!(condition(&obj, "Available").0, "True", "{what}");
+        assert_eq!(condition(&obj, "Progressing").1, "Success", "{what}");
+    }
 }
 
 #[tokio::test]
