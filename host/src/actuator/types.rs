@@ -356,13 +356,19 @@ impl ManagedObject {
             generation: meta["generation"].as_i64().unwrap_or(0),
             labels: map(&meta["labels"]),
             annotations: map(&meta["annotations"]),
-            spec: obj["spec"]
-                .get("resource")
-                .filter(|v| !v.is_null())
-                .cloned(),
-            status_id: obj["status"]["id"].as_str().map(str::to_owned),
-            dependencies: Vec::new(),
-            credentials: BTreeMap::new(),
+            ..Self::from_envelope(&obj["spec"], &obj["status"])
+        }
+    }
+
+    /// What an object's `spec` and `status` give of it (`spec.resource`, `status.id`), the
+    /// metadata left empty: for a caller that holds the object decoded, which fills the
+    /// metadata in from its own (the host's cache) instead of encoding the whole object to
+    /// read it back with [`Self::from_manifest`].
+    pub fn from_envelope(spec: &Value, status: &Value) -> Self {
+        Self {
+            spec: spec.get("resource").filter(|v| !v.is_null()).cloned(),
+            status_id: status["id"].as_str().map(str::to_owned),
+            ..Self::default()
         }
     }
 }

@@ -30,7 +30,7 @@ use tracing::Instrument;
 
 use crate::actuator::{Actuator, Description};
 use flow::{deps, trace};
-use machinery::cache::{self, Change, KindCache};
+use machinery::cache::{self, Change, KindCache, Reads};
 use machinery::claims::Claims;
 use machinery::dependents::{self, DependentsIndex};
 use machinery::events;
@@ -452,7 +452,7 @@ pub async fn run(
     let triggers = Arc::new(Triggers::new(&names.finalizer));
     // Sharded: the claims index is fed from the skeleton of every object of the kind.
     let (c, stop_claims) = (Arc::clone(&claims), stop.clone());
-    let every_claim = sharded.then(|| everyone.subscribe());
+    let every_claim = sharded.then(|| everyone.subscribe(Reads::SpecAndId));
     let claims_feed = async move {
         let Some(every_claim) = every_claim else {
             return;
@@ -483,7 +483,10 @@ pub async fn run(
             Arc::clone(&writes),
         );
         let index = Arc::clone(&index);
-        feeds.push(Box::pin(own.subscribe().for_each(move |change| {
+        // Every subscriber below reads an object's metadata, spec and status.id, nothing else:
+        // the rest of its status is never decoded for them.
+        let own_changes = own.subscribe(Reads::SpecAndId);
+        feeds.push(Box::pin(own_changes.for_each(move |change| {
             // Indexed before its pass is triggered (the index's first rule).
             let waited = match &change {
                 Change::Applied(obj) => {
@@ -523,7 +526,7 @@ pub async fn run(
         // every zone by every plugin that depends on zones.
         let seen: Mutex<HashMap<String, u64>> = Mutex::default();
         let declared = kind.clone();
-        let changed = cache.subscribe().filter_map(move |change| {
+        let changed = cache.subscribe(Reads::Whole).filter_map(move |change| {
             let mut seen = seen
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);

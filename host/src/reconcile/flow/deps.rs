@@ -221,13 +221,29 @@ pub async fn managed_object(
     envelope: &Envelope,
     purpose: Purpose,
 ) -> Result<Result<ManagedObject, Vec<Progress>>, Error> {
-    // Cannot fail: a DynamicObject is JSON already (string keys only).
-    let mut mo = ManagedObject::from_manifest(&serde_json::to_value(obj).unwrap_or_default());
+    let mut mo = managed(obj);
     let resolution = resolve(ctx.ops.as_ref(), &ctx.description, obj, envelope, purpose).await?;
     Ok(match resolution.fill(&mut mo) {
         Some(progress) => Err(progress),
         None => Ok(mo),
     })
+}
+
+/// The object as the plugin sees it, read from its decoded metadata and its `spec` and
+/// `status` (what [`ManagedObject::from_manifest`] reads of its JSON, without encoding the
+/// whole object once a pass to read it back).
+fn managed(obj: &DynamicObject) -> ManagedObject {
+    let meta = &obj.metadata;
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    ManagedObject {
+        name: text(&meta.name),
+        namespace: text(&meta.namespace),
+        uid: text(&meta.uid),
+        generation: meta.generation.unwrap_or(0),
+        labels: meta.labels.clone().unwrap_or_default(),
+        annotations: meta.annotations.clone().unwrap_or_default(),
+        ..ManagedObject::from_envelope(&obj.data["spec"], &obj.data["status"])
+    }
 }
 
 /// Puts our guard finalizer on `dep` unless it is there.
@@ -305,5 +321,38 @@ mod tests {
             input_fingerprint(SECRET, &guarded),
             input_fingerprint(SECRET, &rotated)
         );
+    }
+
+    #[test]
+    fn the_object_a_plugin_sees_is_what_its_manifest_gives() {
+        let objects = [
+            // As the watch gives a zone: identity, labels, annotations, generation, a spec
+            // with its resource, a status with its id and more.
+            json!({
+                "apiVersion": "dns.orchard.dev/v1alpha1", "kind": "DnsZone",
+                "metadata": {
+                    "name": "z", "namespace": "ns", "uid": "u1", "generation": 3,
+                    "resourceVersion": "7", "labels": {"team": "a"},
+                    "annotations": {"orchard.dev/paused": "true"},
+                    "finalizers": ["orchard.dev/pdns-zone"],
+                },
+                "spec": {"resource": {"name": "example.org."}, "credentialsRef": {"secretName": "pdns"}},
+                "status": {"id": "example.org.", "conditions": [{"type": "Available", "status": "True"}]},
+            }),
+            // Bare: no uid, labels or annotations, no status.
+            json!({"metadata": {"name": "bare"}, "spec": {}}),
+            // A null resource is none; an id that is not a string is none.
+            json!({"metadata": {"name": "odd", "namespace": "ns"}, "spec": {"resource": null}, "status": {"id": 7}}),
+            // No spec at all.
+            json!({"metadata": {"name": "empty", "namespace": "ns"}}),
+        ];
+        for manifest in objects {
+            let obj: DynamicObject = serde_json::from_value(manifest.clone()).unwrap();
+            assert_eq!(
+                managed(&obj),
+                ManagedObject::from_manifest(&manifest),
+                "{manifest}"
+            );
+        }
     }
 }

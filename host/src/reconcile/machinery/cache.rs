@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -173,6 +173,44 @@ impl CachedObject {
         }
     }
 
+    /// The object as a subscriber reading [`Reads::SpecAndId`] gets it: its metadata, its
+    /// spec and its `status.id`; the rest of the status (and any other field) is skipped
+    /// unread, not decoded into a tree and dropped.
+    pub fn spec_and_id(&self) -> DynamicObject {
+        DynamicObject {
+            types: self.types.clone(),
+            metadata: self.metadata.clone(),
+            // A status the cut cannot read (not an object) is read whole, as everywhere else.
+            data: Value::Object(self.cut().unwrap_or_else(|| self.fields())),
+        }
+    }
+
+    /// The object as `reads` reads it.
+    pub fn read(&self, reads: Reads) -> DynamicObject {
+        match reads {
+            Reads::Whole => self.object(),
+            Reads::SpecAndId => self.spec_and_id(),
+        }
+    }
+
+    /// The spec and the `status.id` (not when null) of the fields, the rest skipped unread;
+    /// `None` when the fields are not what the cut can read (a status that is not an object).
+    fn cut(&self) -> Option<serde_json::Map<String, Value>> {
+        let Cut { spec, status } = self
+            .data
+            .as_deref()
+            .map_or(Ok(Cut::default()), serde_json::from_str::<Cut>)
+            .ok()?;
+        let mut fields = serde_json::Map::new();
+        if let Some(spec) = spec {
+            fields.insert("spec".to_owned(), spec);
+        }
+        if let Some(id) = status.and_then(|s| s.id).filter(|id| !id.is_null()) {
+            fields.insert("status".to_owned(), serde_json::json!({ "id": id }));
+        }
+        Some(fields)
+    }
+
     /// The fields kept as text, decoded.
     fn fields(&self) -> serde_json::Map<String, Value> {
         // The text was encoded from a map by `encode`: it decodes (an empty map otherwise,
@@ -229,27 +267,64 @@ pub enum Change {
     Deleted(Arc<DynamicObject>),
 }
 
+/// What a subscriber reads of each object ([`KindCache::subscribe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// The whole object.
+    Whole,
+    /// Its metadata, its spec and its `status.id` ([`CachedObject::spec_and_id`]): what the
+    /// work queue's triggers, the claims index and the dependents indexes read. A subscriber
+    /// that reads this MUST read nothing else of an object: the rest is not there.
+    SpecAndId,
+}
+
+/// One changed object, as the watch gave it, decoded on first need at most once per
+/// [`Reads`]: every subscriber that reads it so gets the same `Arc`, and a depth no
+/// subscriber reads is never decoded (the rest of a zone's status is most of its text).
+#[derive(Debug)]
+struct Changed {
+    obj: CachedObject,
+    whole: OnceLock<Arc<DynamicObject>>,
+    spec_and_id: OnceLock<Arc<DynamicObject>>,
+}
+
+impl Changed {
+    fn new(obj: CachedObject) -> Arc<Self> {
+        Arc::new(Self {
+            obj,
+            whole: OnceLock::new(),
+            spec_and_id: OnceLock::new(),
+        })
+    }
+
+    fn read(&self, reads: Reads) -> Arc<DynamicObject> {
+        let decoded = match reads {
+            Reads::Whole => &self.whole,
+            Reads::SpecAndId => &self.spec_and_id,
+        };
+        Arc::clone(decoded.get_or_init(|| Arc::new(self.obj.read(reads))))
+    }
+}
+
 /// What the watch tells subscribers.
 #[derive(Debug, Clone)]
 enum Message {
-    /// One object changed.
-    Changed(Change),
+    /// One object was created or changed.
+    Applied(Arc<Changed>),
+    /// One object is gone.
+    Deleted(Arc<Changed>),
     /// A listing completed: the store now holds every object (subscribers replay it). The
     /// objects of a listing are never sent one by one — they reach the store only at its end,
     /// so a subscriber that came in the middle could lose them.
     Listed,
 }
 
-/// The message a watch event makes, if any. A changed object is decoded once, and every
-/// subscriber gets the same `Arc` of it.
-fn message(event: &watcher::Event<CachedObject>) -> Option<Message> {
+/// The message a watch event makes, if any: the object is decoded by its subscribers, once
+/// per depth they read.
+fn message(event: watcher::Event<CachedObject>) -> Option<Message> {
     match event {
-        watcher::Event::Apply(obj) => {
-            Some(Message::Changed(Change::Applied(Arc::new(obj.object()))))
-        }
-        watcher::Event::Delete(obj) => {
-            Some(Message::Changed(Change::Deleted(Arc::new(obj.object()))))
-        }
+        watcher::Event::Apply(obj) => Some(Message::Applied(Changed::new(obj))),
+        watcher::Event::Delete(obj) => Some(Message::Deleted(Changed::new(obj))),
         watcher::Event::InitDone => Some(Message::Listed),
         watcher::Event::Init | watcher::Event::InitApply(_) => None,
     }
@@ -258,7 +333,7 @@ fn message(event: &watcher::Event<CachedObject>) -> Option<Message> {
 /// What the pump does with an event once the reflector applied it to the store: tells the
 /// subscribers, and marks the cache ready at the end of its first listing.
 fn forward(
-    event: &watcher::Event<CachedObject>,
+    event: watcher::Event<CachedObject>,
     changes: &broadcast::Sender<Message>,
     listed: &watch::Sender<bool>,
 ) {
@@ -271,9 +346,9 @@ fn forward(
     }
 }
 
-/// Changes kept for subscribers that are momentarily behind. Each slot keeps its object alive
-/// until it is overwritten (old versions too), so the ring is kept small: a subscriber that
-/// falls further behind replays the store instead.
+/// Changes kept for subscribers that are momentarily behind. Each slot keeps its object (and
+/// what subscribers decoded of it) until every subscriber has read it or it is overwritten, so
+/// the ring is kept small: a subscriber that falls further behind replays the store instead.
 const BUFFER: usize = 512;
 
 /// Which objects of a kind a cache holds, and how much of each.
@@ -380,32 +455,18 @@ pub fn skeleton(obj: &mut CachedObject) {
     // Every event of every object of the kind is cut here, in every replica of a ring: the
     // rest of the status (conditions, the observed resource) is skipped unread, not decoded
     // into a tree and dropped.
-    let cut = obj
-        .data
-        .as_deref()
-        .map_or(Ok(Cut::default()), serde_json::from_str::<Cut>);
-    let Ok(Cut { spec, status }) = cut else {
-        // Fields the cut cannot read (a status that is not an object): kept as they are
+    obj.data = encode(obj.cut().unwrap_or_else(|| {
+        // Fields the cut cannot read (a status that is not an object): the spec, as it is
         // read everywhere else.
-        obj.data = encode(
-            obj.fields()
-                .into_iter()
-                .filter(|(k, _)| k == "spec")
-                .collect(),
-        );
-        return;
-    };
-    let mut fields = serde_json::Map::new();
-    if let Some(spec) = spec {
-        fields.insert("spec".to_owned(), spec);
-    }
-    if let Some(id) = status.and_then(|s| s.id).filter(|id| !id.is_null()) {
-        fields.insert("status".to_owned(), serde_json::json!({ "id": id }));
-    }
-    obj.data = encode(fields);
+        obj.fields()
+            .into_iter()
+            .filter(|(k, _)| k == "spec")
+            .collect()
+    }));
 }
 
-/// What [`skeleton`] reads of an object's fields: the spec, and the status's id.
+/// What [`skeleton`] and [`CachedObject::spec_and_id`] read of an object's fields: the spec,
+/// and the status's id.
 #[derive(Default, serde::Deserialize)]
 struct Cut {
     spec: Option<Value>,
@@ -454,7 +515,7 @@ impl KindCache {
             .reflect(writer)
             .for_each(move |event| {
                 match event {
-                    Ok(event) => forward(&event, &sender, &listed),
+                    Ok(event) => forward(event, &sender, &listed),
                     Err(e) => tracing::warn!(kind = %kind, error = %e, "watch failed; retrying"),
                 }
                 futures::future::ready(())
@@ -477,9 +538,10 @@ impl KindCache {
             .map(|obj| Arc::new(obj.object()))
     }
 
-    /// Every object of the cache (once it holds them), then every change.
-    pub fn subscribe(&self) -> impl Stream<Item = Change> + Send + 'static {
-        subscription(self.changes.subscribe(), self.store.clone())
+    /// Every object of the cache (once it holds them), then every change, each object as
+    /// `reads` reads it.
+    pub fn subscribe(&self, reads: Reads) -> impl Stream<Item = Change> + Send + 'static {
+        subscription(self.changes.subscribe(), self.store.clone(), reads)
     }
 
     /// Waits (at most `limit`) until the cache holds every object of its first listing.
@@ -493,11 +555,13 @@ impl KindCache {
 }
 
 /// The changes of `rx` over `store`: the store's objects first (none while its first listing
-/// runs: the listing's end replays them), then every change. Subscribing before reading the
-/// store is what makes this gap-free: whatever the store misses, `rx` brings.
+/// runs: the listing's end replays them), then every change, each object as `reads` reads it.
+/// Subscribing before reading the store is what makes this gap-free: whatever the store
+/// misses, `rx` brings.
 fn subscription(
     rx: broadcast::Receiver<Message>,
     store: Store<CachedObject>,
+    reads: Reads,
 ) -> impl Stream<Item = Change> + Send + 'static {
     // The store's own entries, each decoded only when it is sent: a replay of 10,000 objects
     // decoded at once would hold them all twice.
@@ -508,11 +572,18 @@ fn subscription(
         move |(mut rx, store, mut pending)| async move {
             loop {
                 if let Some(obj) = pending.next() {
-                    let change = Change::Applied(Arc::new(obj.object()));
+                    let change = Change::Applied(Arc::new(obj.read(reads)));
                     return Some((change, (rx, store, pending)));
                 }
                 match rx.recv().await {
-                    Ok(Message::Changed(change)) => return Some((change, (rx, store, pending))),
+                    Ok(Message::Applied(changed)) => {
+                        let change = Change::Applied(changed.read(reads));
+                        return Some((change, (rx, store, pending)));
+                    }
+                    Ok(Message::Deleted(changed)) => {
+                        let change = Change::Deleted(changed.read(reads));
+                        return Some((change, (rx, store, pending)));
+                    }
                     Ok(Message::Listed) => pending = replay(&store),
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::debug!(missed, "cache subscriber fell behind; replaying");
@@ -612,7 +683,7 @@ mod tests {
     ) {
         let (listed, _) = watch::channel(false);
         writer.apply_watcher_event(event);
-        forward(event, tx, &listed);
+        forward(event.clone(), tx, &listed);
     }
 
     #[tokio::test]
@@ -640,7 +711,7 @@ mod tests {
         assert!(!*cache.ready.borrow());
         for event in [watcher::Event::Init, watcher::Event::InitDone] {
             writer.apply_watcher_event(&event);
-            forward(&event, &changes, &listed);
+            forward(event, &changes, &listed);
         }
         for waiter in waiters {
             let woken = tokio::time::timeout(Duration::from_secs(5), waiter).await;
@@ -670,7 +741,7 @@ mod tests {
         pump(&mut writer, &tx, &watcher::Event::Init);
         pump(&mut writer, &tx, &watcher::Event::InitApply(zone("a")));
         // The subscriber arrives now: the store is still empty, "a" went by unsent.
-        let mut changes = Box::pin(subscription(tx.subscribe(), store));
+        let mut changes = Box::pin(subscription(tx.subscribe(), store, Reads::Whole));
         pump(&mut writer, &tx, &watcher::Event::InitApply(zone("b")));
         pump(&mut writer, &tx, &watcher::Event::InitDone);
         pump(&mut writer, &tx, &watcher::Event::Apply(zone("c")));
@@ -682,23 +753,98 @@ mod tests {
         assert_eq!(names(&got), ["a", "b", "c"]);
     }
 
+    /// A zone as the watch gives it once the host served it: labels, a spec, a status with
+    /// its id, conditions and the observed resource.
+    fn served_zone(name: &str) -> CachedObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "pdns.orchard.dev/v1alpha1", "kind": "DnsZone",
+            "metadata": {"name": name, "namespace": "ns", "uid": name, "labels": {"team": "a"},
+                         "finalizers": ["orchard.dev/pdns-zone"]},
+            "spec": {"resource": {"name": "a.test."}, "managementPolicy": "managed"},
+            "status": {"id": "a.test.", "conditions": [{"type": "Available", "status": "True"}],
+                       "resource": {"serial": 1}},
+        }))
+        .unwrap()
+    }
+
     #[tokio::test]
-    async fn a_change_is_decoded_once_for_every_subscriber() {
+    async fn a_change_is_decoded_once_per_depth_its_subscribers_read_and_never_deeper() {
         let mut writer = Writer::new(Arc::new(resource()));
-        let (tx, mut one) = broadcast::channel(16);
-        let mut two = tx.subscribe();
+        let (tx, _) = broadcast::channel(16);
+        let mut subscribers = [
+            Reads::Whole,
+            Reads::Whole,
+            Reads::SpecAndId,
+            Reads::SpecAndId,
+        ]
+        .map(|reads| (reads, tx.subscribe()));
         pump(&mut writer, &tx, &watcher::Event::Init);
         pump(&mut writer, &tx, &watcher::Event::InitDone);
-        pump(&mut writer, &tx, &watcher::Event::Apply(zone("a")));
-        let mut sent = Vec::new();
-        for rx in [&mut one, &mut two] {
+        pump(&mut writer, &tx, &watcher::Event::Apply(served_zone("a")));
+        let mut got = Vec::new();
+        for (reads, rx) in &mut subscribers {
             assert!(matches!(rx.recv().await.unwrap(), Message::Listed));
-            let Message::Changed(Change::Applied(obj)) = rx.recv().await.unwrap() else {
+            let Message::Applied(changed) = rx.recv().await.unwrap() else {
                 panic!("not an applied change");
             };
-            sent.push(obj);
+            got.push(changed.read(*reads));
         }
-        assert!(Arc::ptr_eq(&sent[0], &sent[1]));
+        assert!(Arc::ptr_eq(&got[0], &got[1]) && Arc::ptr_eq(&got[2], &got[3]));
+        let (whole, cut) = (&got[0], &got[2]);
+        assert_eq!(**whole, served_zone("a").object());
+        assert_eq!(cut.metadata, whole.metadata);
+        assert_eq!(
+            cut.data,
+            serde_json::json!({
+                "spec": {"resource": {"name": "a.test."}, "managementPolicy": "managed"},
+                "status": {"id": "a.test."},
+            })
+        );
+
+        // Read by no subscriber, the whole object is never decoded.
+        let (tx, mut rx) = broadcast::channel(16);
+        pump(&mut writer, &tx, &watcher::Event::Delete(served_zone("a")));
+        let Message::Deleted(changed) = rx.recv().await.unwrap() else {
+            panic!("not a deletion");
+        };
+        assert_eq!(
+            changed.read(Reads::SpecAndId).data["status"]["id"],
+            "a.test."
+        );
+        assert!(changed.whole.get().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_reads_spec_and_id_replays_the_store_so_too() {
+        let mut writer = Writer::new(Arc::new(resource()));
+        let store = writer.as_reader();
+        let (tx, _) = broadcast::channel(16);
+        pump(&mut writer, &tx, &watcher::Event::Init);
+        pump(
+            &mut writer,
+            &tx,
+            &watcher::Event::InitApply(served_zone("a")),
+        );
+        pump(&mut writer, &tx, &watcher::Event::InitDone);
+        let mut changes = Box::pin(subscription(tx.subscribe(), store, Reads::SpecAndId));
+        let Change::Applied(replayed) = changes.next().await.unwrap() else {
+            panic!("not an applied change");
+        };
+        assert_eq!(*replayed, served_zone("a").spec_and_id());
+        assert_eq!(
+            replayed.data["status"],
+            serde_json::json!({"id": "a.test."})
+        );
+    }
+
+    #[test]
+    fn an_object_whose_status_the_cut_cannot_read_is_read_whole_by_spec_and_id() {
+        let odd: CachedObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "X", "metadata": {"name": "x"},
+            "spec": {"a": 1}, "status": "pending",
+        }))
+        .unwrap();
+        assert_eq!(odd.spec_and_id(), odd.object());
     }
 
     #[test]
@@ -731,7 +877,7 @@ mod tests {
         pump(&mut writer, &tx, &watcher::Event::Init);
         pump(&mut writer, &tx, &watcher::Event::InitApply(zone("a")));
         pump(&mut writer, &tx, &watcher::Event::InitDone);
-        let mut changes = Box::pin(subscription(tx.subscribe(), store));
+        let mut changes = Box::pin(subscription(tx.subscribe(), store, Reads::Whole));
         pump(&mut writer, &tx, &watcher::Event::Delete(zone("a")));
         let first = changes.next().await.unwrap();
         assert!(matches!(&first, Change::Applied(o) if o.name_any() == "a"));

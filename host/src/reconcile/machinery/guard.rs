@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::cache::{Change, KindCache};
+use super::cache::{Change, KindCache, Reads};
 use super::dependents::{DependentsIndex, references};
 use super::queue::{Key, WorkQueue};
 use crate::actuator::Description;
@@ -49,7 +49,7 @@ pub async fn run(
     let queue = WorkQueue::default();
     let (d, k) = (guard.description.clone(), guard.kind.clone());
     // Subscribed first, so the dependents indexed below miss no later change.
-    let own_changes = own.subscribe();
+    let own_changes = own.subscribe(Reads::SpecAndId);
     // Nothing is released before every dependent is indexed: a dependency released while the
     // dependents' cache was still listing could go while in use.
     tokio::select! {
@@ -57,9 +57,9 @@ pub async fn run(
         () = shutdown.cancelled() => return,
     }
     for obj in own.store.state() {
-        guard.dependents.observe(&obj.object());
+        guard.dependents.observe(&obj.spec_and_id());
     }
-    let feed_deps = dependencies.subscribe().for_each(|change| {
+    let feed_deps = dependencies.subscribe(Reads::SpecAndId).for_each(|change| {
         match change {
             Change::Applied(dep) => queue.trigger(Key::of(&*dep)),
             Change::Deleted(dep) => queue.forget(&Key::of(&*dep)),
