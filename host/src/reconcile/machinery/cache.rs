@@ -9,7 +9,8 @@
 //!
 //! A subscriber gets every object of the cache first (so a controller that starts late still
 //! sees them all), then every change; one that falls behind gets the whole cache again
-//! rather than losing events.
+//! rather than losing events. Each object comes decoded as deep as the subscriber reads it
+//! ([`Reads`]): a change is decoded once per depth for all subscribers, and not at all deeper.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
