@@ -382,6 +382,16 @@ pub struct KindCache {
     /// ([`super::writes`]): kept with the cache, so that a controller restarted over it (a hot
     /// swap) still knows what its predecessor wrote.
     pub writes: Arc<super::writes::OwnWrites>,
+    /// The object [`Self::get`] decoded last, with the version of it the store held.
+    last_read: Mutex<Option<LastRead>>,
+}
+
+/// A decoded object and the stored version it was decoded from: the store replaces an
+/// object's `Arc` at every change, so the same `Arc` is the same version.
+#[derive(Debug)]
+struct LastRead {
+    stored: Arc<CachedObject>,
+    decoded: Arc<DynamicObject>,
 }
 
 impl Drop for KindCache {
@@ -529,14 +539,33 @@ impl KindCache {
             ready,
             pump: tokio::spawn(pump).abort_handle(),
             writes: Arc::default(),
+            last_read: Mutex::default(),
         })
     }
 
     /// The cached object `namespace/name`, decoded.
+    ///
+    /// The last object decoded is kept with the version it came from, and read again without
+    /// decoding while that version is the cache's: what many objects share — a credentials
+    /// Secret, which a pass reads twice (its fingerprint, then its data) — is decoded once per
+    /// change, not twice per pass of each of them.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
-        self.store
-            .get(&ObjectRef::new_with(name, Arc::clone(&self.dyntype)).within(namespace))
-            .map(|obj| Arc::new(obj.object()))
+        let stored = self
+            .store
+            .get(&ObjectRef::new_with(name, Arc::clone(&self.dyntype)).within(namespace))?;
+        let mut last = self
+            .last_read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(read) = last.as_ref().filter(|r| Arc::ptr_eq(&r.stored, &stored)) {
+            return Some(Arc::clone(&read.decoded));
+        }
+        let decoded = Arc::new(stored.object());
+        *last = Some(LastRead {
+            stored,
+            decoded: Arc::clone(&decoded),
+        });
+        Some(decoded)
     }
 
     /// Every object of the cache (once it holds them), then every change, each object as
@@ -687,12 +716,14 @@ mod tests {
         forward(event.clone(), tx, &listed);
     }
 
-    #[tokio::test]
-    async fn every_task_waiting_for_the_first_listing_is_woken_when_it_ends() {
-        let mut writer = Writer::new(Arc::new(resource()));
-        let (changes, _) = broadcast::channel(16);
-        let (listed, ready) = watch::channel(false);
-        let cache = Arc::new(KindCache {
+    /// A cache over `writer`'s store, its changes sent on `changes`, its readiness `ready`
+    /// (no watch: the test feeds the store).
+    fn cache_over(
+        writer: &Writer<CachedObject>,
+        changes: &broadcast::Sender<Message>,
+        ready: watch::Receiver<bool>,
+    ) -> Arc<KindCache> {
+        Arc::new(KindCache {
             resource: resource(),
             dyntype: Arc::new(resource()),
             store: writer.as_reader(),
@@ -700,7 +731,41 @@ mod tests {
             ready,
             pump: tokio::spawn(async {}).abort_handle(),
             writes: Arc::default(),
-        });
+            last_read: Mutex::default(),
+        })
+    }
+
+    #[tokio::test]
+    async fn an_object_read_again_unchanged_is_not_decoded_again_and_a_new_version_is() {
+        let mut writer = Writer::new(Arc::new(resource()));
+        let (tx, _) = broadcast::channel(16);
+        let cache = cache_over(&writer, &tx, watch::channel(true).1);
+        pump(&mut writer, &tx, &watcher::Event::Apply(served_zone("a")));
+        pump(&mut writer, &tx, &watcher::Event::Apply(served_zone("b")));
+        let first = cache.get("ns", "a").unwrap();
+        assert_eq!(*first, served_zone("a").object());
+        assert!(Arc::ptr_eq(&first, &cache.get("ns", "a").unwrap()));
+        // Another object read in between: each reads as itself.
+        assert_eq!(*cache.get("ns", "b").unwrap(), served_zone("b").object());
+        assert_eq!(*cache.get("ns", "a").unwrap(), *first);
+        // A new version of it is decoded anew.
+        let mut changed = served_zone("a");
+        changed.metadata.resource_version = Some("2".into());
+        changed.data = Some(r#"{"spec":{"resource":{"name":"b.test."}}}"#.into());
+        pump(&mut writer, &tx, &watcher::Event::Apply(changed.clone()));
+        let newer = cache.get("ns", "a").unwrap();
+        assert!(!Arc::ptr_eq(&newer, &first));
+        assert_eq!(*newer, changed.object());
+        assert_eq!(newer.data["spec"]["resource"]["name"], "b.test.");
+        assert!(cache.get("ns", "missing").is_none());
+    }
+
+    #[tokio::test]
+    async fn every_task_waiting_for_the_first_listing_is_woken_when_it_ends() {
+        let mut writer = Writer::new(Arc::new(resource()));
+        let (changes, _) = broadcast::channel(16);
+        let (listed, ready) = watch::channel(false);
+        let cache = cache_over(&writer, &changes, ready);
         let waiters: Vec<_> = (0..3)
             .map(|_| {
                 let cache = Arc::clone(&cache);
