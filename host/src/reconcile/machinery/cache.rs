@@ -880,29 +880,6 @@ mod tests {
         assert!(changed.whole.get().is_none());
     }
 
-    #[tokio::test]
-    async fn a_subscriber_that_reads_spec_and_id_replays_the_store_so_too() {
-        let mut writer = Writer::new(Arc::new(resource()));
-        let store = writer.as_reader();
-        let (tx, _) = broadcast::channel(16);
-        pump(&mut writer, &tx, &watcher::Event::Init);
-        pump(
-            &mut writer,
-            &tx,
-            &watcher::Event::InitApply(served_zone("a")),
-        );
-        pump(&mut writer, &tx, &watcher::Event::InitDone);
-        let mut changes = Box::pin(subscription(tx.subscribe(), store, Reads::SpecAndId));
-        let Change::Applied(replayed) = changes.next().await.unwrap() else {
-            panic!("not an applied change");
-        };
-        assert_eq!(*replayed, served_zone("a").spec_and_id());
-        assert_eq!(
-            replayed.data["status"],
-            serde_json::json!({"id": "a.test."})
-        );
-    }
-
     #[test]
     fn an_object_whose_status_the_cut_cannot_read_is_read_whole_by_spec_and_id() {
         let odd: CachedObject = serde_json::from_value(serde_json::json!({
@@ -937,18 +914,36 @@ mod tests {
 
     #[tokio::test]
     async fn a_subscriber_that_comes_after_the_listing_replays_the_store_then_gets_changes() {
-        let mut writer = Writer::new(Arc::new(resource()));
-        let store = writer.as_reader();
-        let (tx, _) = broadcast::channel(16);
-        pump(&mut writer, &tx, &watcher::Event::Init);
-        pump(&mut writer, &tx, &watcher::Event::InitApply(zone("a")));
-        pump(&mut writer, &tx, &watcher::Event::InitDone);
-        let mut changes = Box::pin(subscription(tx.subscribe(), store, Reads::Whole));
-        pump(&mut writer, &tx, &watcher::Event::Delete(zone("a")));
-        let first = changes.next().await.unwrap();
-        assert!(matches!(&first, Change::Applied(o) if o.name_any() == "a"));
-        let second = changes.next().await.unwrap();
-        assert!(matches!(&second, Change::Deleted(o) if o.name_any() == "a"));
+        // Replayed and changed alike, each object comes as deep as the subscriber reads.
+        for reads in [Reads::Whole, Reads::SpecAndId] {
+            let mut writer = Writer::new(Arc::new(resource()));
+            let store = writer.as_reader();
+            let (tx, _) = broadcast::channel(16);
+            pump(&mut writer, &tx, &watcher::Event::Init);
+            pump(
+                &mut writer,
+                &tx,
+                &watcher::Event::InitApply(served_zone("a")),
+            );
+            pump(&mut writer, &tx, &watcher::Event::InitDone);
+            let mut changes = Box::pin(subscription(tx.subscribe(), store, reads));
+            pump(&mut writer, &tx, &watcher::Event::Delete(served_zone("a")));
+            let expected = served_zone("a").read(reads);
+            let first = changes.next().await.unwrap();
+            assert!(
+                matches!(&first, Change::Applied(o) if **o == expected),
+                "{reads:?}"
+            );
+            let second = changes.next().await.unwrap();
+            assert!(
+                matches!(&second, Change::Deleted(o) if **o == expected),
+                "{reads:?}"
+            );
+        }
+        assert_eq!(
+            served_zone("a").read(Reads::SpecAndId).data["status"],
+            serde_json::json!({"id": "a.test."})
+        );
     }
 
     #[test]
