@@ -217,6 +217,8 @@ pub struct AppConfig {
     pub compiled_cache_dir: Option<PathBuf>,
     /// Plugin instances the host runs at once, over all its kinds (`--instance-pool`).
     pub instance_pool: u32,
+    /// How a plugin instance's memory is made ready for the next (`--wasm-memory-reset`).
+    pub memory_reset: crate::runtime::engine::MemoryReset,
     /// The controllers' settings.
     pub reconcile: ReconcileConfig,
     /// Apply the CRDs of the plugins (and of the Plugin kind when watched).
@@ -365,9 +367,10 @@ impl App {
         }
 
         // Phase 2: load.
-        let runtime = Runtime::with_pool(
+        let runtime = Runtime::with_options(
             config.compiled_cache_dir.clone(),
             crate::runtime::engine::PoolSize::for_instances(config.instance_pool),
+            config.memory_reset,
         )
         .map_err(Error::Runtime)?;
         let mut plugins = Vec::with_capacity(config.static_plugins.len());

@@ -82,6 +82,35 @@ pub struct SandboxArgs {
         value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::runtime::engine::MAX_POOL_INSTANCES))
     )]
     pub instance_pool: u32,
+    /// How a plugin instance's memory is made ready for the next one: `scan` resets the pages
+    /// its calls wrote (the default: every guest language but Python); `copy` resets the first
+    /// 16 MiB whole, which can spend less CPU on a host that serves only Python plugins, at
+    /// more memory, and slows every other guest's calls (docs/sandbox.md).
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = MemoryResetArg::Scan,
+        env = "ORCHARD_WASM_MEMORY_RESET"
+    )]
+    pub wasm_memory_reset: MemoryResetArg,
+}
+
+/// The values of `--wasm-memory-reset` ([`crate::runtime::engine::MemoryReset`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MemoryResetArg {
+    /// Reset the pages a call wrote.
+    Scan,
+    /// Reset the first 16 MiB whole.
+    Copy,
+}
+
+impl From<MemoryResetArg> for crate::runtime::engine::MemoryReset {
+    fn from(arg: MemoryResetArg) -> Self {
+        match arg {
+            MemoryResetArg::Scan => Self::Scan,
+            MemoryResetArg::Copy => Self::Copy,
+        }
+    }
 }
 
 impl SandboxArgs {
@@ -104,11 +133,12 @@ impl SandboxArgs {
         self.cache_dir.clone().or_else(CompiledCache::default_dir)
     }
 
-    /// A runtime with the configured cache and instance pool.
+    /// A runtime with the configured cache, instance pool and memory reset.
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
-        Ok(Runtime::with_pool(
+        Ok(Runtime::with_options(
             self.cache_dir(),
             crate::runtime::engine::PoolSize::for_instances(self.instance_pool),
+            self.wasm_memory_reset.into(),
         )?)
     }
 }
@@ -1046,6 +1076,7 @@ impl RunArgs {
             }),
             compiled_cache_dir: sandbox.cache_dir(),
             instance_pool: sandbox.instance_pool,
+            memory_reset: sandbox.wasm_memory_reset.into(),
             sandbox: sandbox.plugin_config()?,
             reconcile: ReconcileConfig {
                 namespaces: reconcile.namespaces,
@@ -1148,6 +1179,29 @@ mod tests {
     fn instance_pool(args: &[&str]) -> Result<u32, clap::Error> {
         Sandbox::try_parse_from(std::iter::once("orchard").chain(args.iter().copied()))
             .map(|s| s.sandbox.instance_pool)
+    }
+
+    #[test]
+    fn the_wasm_memory_reset_defaults_to_scan_and_takes_copy() {
+        use crate::runtime::engine::MemoryReset;
+        let reset = |args: &[&str]| {
+            Sandbox::try_parse_from(std::iter::once("orchard").chain(args.iter().copied()))
+                .map(|s| MemoryReset::from(s.sandbox.wasm_memory_reset))
+        };
+        assert_eq!(reset(&[]).unwrap(), MemoryReset::Scan);
+        assert_eq!(
+            reset(&["--wasm-memory-reset", "scan"]).unwrap(),
+            MemoryReset::Scan
+        );
+        assert_eq!(
+            reset(&["--wasm-memory-reset", "copy"]).unwrap(),
+            MemoryReset::Copy
+        );
+        let err = reset(&["--wasm-memory-reset", "memset"]).unwrap_err();
+        assert!(
+            err.to_string().contains("--wasm-memory-reset") && err.to_string().contains("copy"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -194,6 +194,7 @@ fn echo_host(ns: &str, instance: &str) -> AppConfig {
         sandbox: PluginConfig::default(),
         compiled_cache_dir: None,
         instance_pool: orchard::runtime::engine::POOL.component_instances,
+        memory_reset: orchard::runtime::engine::MemoryReset::default(),
         reconcile: ReconcileConfig {
             namespaces: vec![ns.to_owned()],
             default_resync: None,

@@ -13,7 +13,7 @@ use orchard::actuator::{
     Progress,
 };
 use orchard::runtime::admission::Footprint;
-use orchard::runtime::engine::{EPOCH_TICK, PoolSize};
+use orchard::runtime::engine::{EPOCH_TICK, MemoryReset, PoolSize};
 use orchard::runtime::limits::MAX_OUTPUT_LINES_PER_CALL;
 use orchard::runtime::{ComponentActuator, EgressPolicy, Limits, PluginConfig, Runtime};
 use support::{CapturedLogs, CpuHog, LoopbackServer, plugin_path};
@@ -716,6 +716,30 @@ async fn calls_served(plugin: &dyn Actuator) -> u64 {
         .unwrap()
         .unwrap();
     res.state["calls"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn an_instance_starts_from_the_plugins_initial_memory_whichever_way_the_pool_resets_it() {
+    for reset in [MemoryReset::Scan, MemoryReset::Copy] {
+        // A pool of one instance: every pass takes the one memory the last pass left.
+        let cache = tempfile::tempdir().unwrap();
+        let rt = Runtime::with_options(
+            Some(cache.path().to_owned()),
+            PoolSize::for_instances(1),
+            reset,
+        )
+        .unwrap();
+        let plugin = faulty_named(
+            &rt,
+            &format!("faulty-reset-{reset:?}"),
+            PluginConfig::default(),
+        );
+        for _ in 0..3 {
+            let pass = plugin.for_pass().unwrap();
+            assert_eq!(calls_served(&*pass).await, 1, "{reset:?}");
+            assert_eq!(calls_served(&*pass).await, 2, "{reset:?}");
+        }
+    }
 }
 
 #[tokio::test]

@@ -24,6 +24,26 @@ pub const MAX_PLUGIN_MEMORY: usize = 1 << 30;
 /// docs/benchmarks.md).
 const KEEP_RESIDENT: usize = 16 << 20;
 
+/// How a pooled memory is made ready for the next instance once its store is dropped.
+///
+/// Both reset it to the component's initial image; they differ in what they touch. `Scan` is
+/// the default: the right choice for Rust, Go, C and JavaScript plugins, whose calls write a
+/// few compact stretches of memory. A Python plugin (`CPython` inside the component) writes all
+/// over its heap, which the scan follows only so far (wasmtime reads 32 written regions; past
+/// them the rest is decommitted and faulted in again at the next call); a host that serves
+/// only Python plugins may spend less CPU with `Copy` (measured: −11 % in the throughput job,
+/// +25 % peak RSS; docs/benchmarks.md), and every other guest's calls slower (a Rust call
+/// 1.6–1.7×, a Go call 1.5–1.7×).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MemoryReset {
+    /// Reset only the pages a call wrote (Linux's `PAGEMAP_SCAN`, 6.7 and later; elsewhere
+    /// as `Copy`), up to the 16 MiB kept resident; decommit the rest.
+    #[default]
+    Scan,
+    /// Reset the first 16 MiB (those kept resident) whole, written or not; decommit the rest.
+    Copy,
+}
+
 /// How the engine allocates instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allocation {
@@ -79,7 +99,7 @@ pub const MAX_POOL_INSTANCES: u32 = 1024;
 /// default); instances past it wait for room ([`super::admission`]).
 pub const POOL: PoolSize = PoolSize::for_instances(256);
 
-fn pooling(size: PoolSize) -> PoolingAllocationConfig {
+fn pooling(size: PoolSize, reset: MemoryReset) -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(size.component_instances)
         .total_core_instances(size.core_instances)
@@ -97,16 +117,23 @@ fn pooling(size: PoolSize) -> PoolingAllocationConfig {
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(KEEP_RESIDENT)
         // Reset only the pages a call dirtied (Linux ≥ 6.7) instead of memset-ing all kept
-        // pages: that memset was ~40 % of a fresh instance's cost.
-        .pagemap_scan(Enabled::Auto);
+        // pages: that memset was ~40 % of a fresh instance's cost (a Rust guest's).
+        .pagemap_scan(match reset {
+            MemoryReset::Scan => Enabled::Auto,
+            MemoryReset::Copy => Enabled::No,
+        });
     pool
 }
 
-/// Builds the engine with a pool of `size`, falling back from pooling to on-demand allocation
-/// (with a log line) where the pool cannot be reserved, and starts its epoch [`Ticker`].
-pub fn new_engine(size: PoolSize) -> wasmtime::Result<(Engine, Allocation, Arc<Ticker>)> {
+/// Builds the engine with a pool of `size` whose memories are made ready again by `reset`,
+/// falling back from pooling to on-demand allocation (with a log line) where the pool cannot be
+/// reserved, and starts its epoch [`Ticker`].
+pub fn new_engine(
+    size: PoolSize,
+    reset: MemoryReset,
+) -> wasmtime::Result<(Engine, Allocation, Arc<Ticker>)> {
     let mut config = base_config();
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(size)));
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(size, reset)));
     let (engine, allocation) = match Engine::new(&config) {
         Ok(engine) => (engine, Allocation::Pooling),
         Err(e) => {

@@ -114,7 +114,18 @@ impl Runtime {
 
     /// A runtime whose instance pool holds `pool` ([`engine::PoolSize::for_instances`]).
     pub fn with_pool(cache_dir: Option<PathBuf>, pool: engine::PoolSize) -> Result<Self, Error> {
-        let (engine, allocation, ticker) = engine::new_engine(pool).map_err(Error::Engine)?;
+        Self::with_options(cache_dir, pool, engine::MemoryReset::default())
+    }
+
+    /// A runtime whose instance pool holds `pool` and makes its memories ready again by
+    /// `reset`.
+    pub fn with_options(
+        cache_dir: Option<PathBuf>,
+        pool: engine::PoolSize,
+        reset: engine::MemoryReset,
+    ) -> Result<Self, Error> {
+        let (engine, allocation, ticker) =
+            engine::new_engine(pool, reset).map_err(Error::Engine)?;
         let mut linker = Linker::<PluginState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Engine)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
