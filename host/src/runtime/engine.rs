@@ -31,8 +31,8 @@ const KEEP_RESIDENT: usize = 16 << 20;
 /// few compact stretches of memory. A Python plugin (`CPython` inside the component) writes all
 /// over its heap, which the scan follows only so far (wasmtime reads 32 written regions; past
 /// them the rest is decommitted and faulted in again at the next call); a host that serves
-/// only Python plugins may spend less CPU with `Copy` (measured: −11 % in the throughput job,
-/// +25 % peak RSS; docs/benchmarks.md), and every other guest's calls slower (a Rust call
+/// only Python plugins may spend less CPU with `Copy` (measured: −6 to −11 % in the throughput
+/// job, +25 to +28 % peak RSS; docs/benchmarks.md), and every other guest's calls slower (a Rust call
 /// 1.6–1.7×, a Go call 1.5–1.7×).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum MemoryReset {
