@@ -2824,6 +2824,92 @@ fn the_own_view_feeds_the_claims_only_when_not_sharded() {
     }
 }
 
+#[test]
+fn the_own_views_subscribers_decide_from_spec_and_id_what_they_decide_from_the_whole_object() {
+    use super::machinery::cache::{CachedObject, Change, Reads};
+    use super::machinery::dependents::DependentsIndex;
+    use super::machinery::triggers::Triggers;
+    let (d, zone) = zone_user();
+    // A served thing as the watch gives it: its status holds more than the id.
+    let served = |mut thing: Value| -> Value {
+        thing["metadata"]["uid"] = json!("uid-thing");
+        thing["metadata"]["finalizers"] = json!(["orchard.dev/fake"]);
+        thing["status"]["conditions"] = json!([{"type": "Available", "status": "True"}]);
+        thing["status"]["resource"] = json!({"serial": 1});
+        thing
+    };
+    let managed = served(thing("t", "ns", "z", false));
+    let mut unmanaged = managed.clone();
+    unmanaged["spec"]["managementPolicy"] = json!("unmanaged");
+    let mut deleting = managed.clone();
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-12-08T00:00:00Z");
+    deleting["metadata"]["finalizers"] = json!(["orchard.dev/fake", "other.dev/keep"]);
+    let mut paused = managed.clone();
+    paused["metadata"]["annotations"] = json!({"orchard.dev/paused": "true"});
+    let mut owned = served(thing("t", "ns", "z", true));
+    owned["status"]["id"] = json!("id-owned");
+    // The next event of each row: the host's own status write (a condition changed).
+    let status_written = |mut thing: Value| -> Value {
+        thing["status"]["conditions"][0]["status"] = json!("False");
+        thing
+    };
+    let probe: DynamicObject = serde_json::from_value(thing("probe", "ns", "z", false)).unwrap();
+    // (case, the object, whether it holds its id (an object being deleted holds none), whether
+    // it is a dependent of zone z (one its zone owns is not))
+    for (case, manifest, holds, depends) in [
+        ("managed", managed, true, true),
+        ("unmanaged", unmanaged, true, true),
+        ("deleting", deleting, false, true),
+        ("paused", paused, true, true),
+        ("owned by its zone", owned, true, false),
+    ] {
+        let decide = |reads: Reads| {
+            let read = |m: &Value| -> Arc<DynamicObject> {
+                let cached: CachedObject = serde_json::from_value(m.clone()).unwrap();
+                Arc::new(cached.read(reads))
+            };
+            let (first, next) = (read(&manifest), read(&status_written(manifest.clone())));
+            let (claims, triggers) = (Claims::default(), Triggers::new("orchard.dev/fake"));
+            let index = DependentsIndex::new(d.clone());
+            index.observe(&first);
+            let reconciles = [first, next].map(|obj| {
+                super::own_change(Change::Applied(obj), &claims, &triggers, false).is_some()
+            });
+            let id = manifest["status"]["id"].as_str().unwrap();
+            let dependents: Vec<String> = index
+                .of("Zone", &zone)
+                .into_iter()
+                .map(|k| k.name)
+                .collect();
+            (
+                reconciles,
+                claims.other_holder(&probe, id),
+                claims.senior_holder(&probe, id),
+                dependents,
+            )
+        };
+        let whole = decide(Reads::Whole);
+        assert_eq!(decide(Reads::SpecAndId), whole, "{case}");
+        // What they decide is not vacuous: the first sight reconciles, the host's own
+        // status write does not, and the id has its holder unless the object is going.
+        assert_eq!(whole.0, [true, false], "{case}");
+        assert_eq!(
+            whole.1.map(|h| h.key),
+            holds.then(|| "ns/t".to_owned()),
+            "{case}"
+        );
+        assert_eq!(
+            whole.3,
+            if depends {
+                vec!["t".to_owned()]
+            } else {
+                vec![]
+            },
+            "{case}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Dependents: the index of the controller and of the guards
 // ---------------------------------------------------------------------------------------
