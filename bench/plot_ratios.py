@@ -13,10 +13,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# What each panel shows: a results.json key, how it is scaled, the axis label.
+# What each panel shows: a results.json key and the axis label.
 PANELS = (
-    ("cpu_ms_per_object", 1.0, "operator CPU per object (ms, create + delete)"),
-    ("available_s", 1.0, "time to all Available (s)"),
+    ("cpu_ms_per_object", "operator CPU per object (ms, create + delete)"),
+    ("available_s", "time to all Available (s)"),
 )
 
 
@@ -31,9 +31,9 @@ def main():
                 names.append(r["contender"])
     n = runs[0].get("objects", 0)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(11, 4), dpi=90)
-    for ax, (key, scale, label) in zip(axes, PANELS):
+    for ax, (key, label) in zip(axes, PANELS):
         values = {
-            name: [r[key] * scale for run in runs for r in run["results"] if r["contender"] == name]
+            name: [r[key] for run in runs for r in run["results"] if r["contender"] == name]
             for name in names
         }
         medians = [statistics.median(values[name]) for name in names]
